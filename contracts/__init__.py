@@ -1,0 +1,112 @@
+"""specguard contracts: the typed boundary objects of a speculative-decoding step.
+
+Pure: knows no engine, imports numpy always and torch only when a tensor shows up.
+Build an object and it is validated under the current mode::
+
+    import contracts as sg
+
+    drafts = sg.DraftTokens.from_mapping(decode_ids, engine_drafts, mtp_k=3, vocab_size=V)
+    batch = sg.ScheduledBatch(..., draft_token_ids=drafts.draft_token_ids, ...)
+
+A broken rule raises :class:`ContractViolation` naming the rule, the seq and its batch
+position (strict), is logged (warn), or is not looked for at all (off).
+"""
+
+from contracts._boundaries import _seq_ids, _structure  # noqa: F401  (register rules)
+from contracts._boundaries.draft_tokens import DraftTokens as DraftTokens
+from contracts._boundaries.drafter_output import DrafterOutput as DrafterOutput
+from contracts._boundaries.embedding_inputs import DrafterInput as DrafterInput
+from contracts._boundaries.embedding_inputs import ModelInput as ModelInput
+from contracts._boundaries.scheduled_batch import ScheduledBatch as ScheduledBatch
+from contracts._boundaries.verify_output import PLACEHOLDER as PLACEHOLDER
+from contracts._boundaries.verify_output import VerifyOutput as VerifyOutput
+from contracts._core._arrays import describe as describe
+from contracts._core._config import Collect as Collect
+from contracts._core._config import Config as Config
+from contracts._core._config import Depth as Depth
+from contracts._core._config import DeviceValues as DeviceValues
+from contracts._core._config import Mode as Mode
+from contracts._core._config import checking as checking
+from contracts._core._config import configure as configure
+from contracts._core._config import current as current_config
+from contracts._core._config import restore as restore_config
+from contracts._core._contract import BoundaryObject as BoundaryObject
+from contracts._core._deferred import flush_deferred as flush_deferred
+from contracts._core._deferred import pending_count as pending_deferred
+from contracts._core._dims import DIMENSIONS as DIMENSIONS
+from contracts._core._dims import Dim as Dim
+from contracts._core._docs import field_docs as field_docs
+from contracts._core._errors import ConfigError as ConfigError
+from contracts._core._errors import ContractViolation as ContractViolation
+from contracts._core._errors import DeferredViolation as DeferredViolation
+from contracts._core._errors import SnapshotError as SnapshotError
+from contracts._core._fields import ArrayField as ArrayField
+from contracts._core._fields import ScalarField as ScalarField
+from contracts._core._registry import REGISTRY as REGISTRY
+from contracts._core._registry import Boundary as Boundary
+from contracts._core._registry import Rule as Rule
+from contracts._core._schema import json_schema as json_schema
+from contracts._core._schema import schema_model as schema_model
+from contracts._core._stats import STATS as STATS
+from contracts._core._validate import validate as validate
+from contracts._core._violation import Finding as Finding
+from contracts._core._violation import Violation as Violation
+
+#: Every boundary object, in the order a step crosses them.
+BOUNDARY_OBJECTS: tuple[type[BoundaryObject], ...] = (
+    ScheduledBatch,
+    DraftTokens,
+    ModelInput,
+    VerifyOutput,
+    DrafterInput,
+    DrafterOutput,
+)
+
+
+def fields_of(cls: type[BoundaryObject]) -> tuple[ArrayField | ScalarField, ...]:
+    """The compiled field specs of a boundary class, in validation order."""
+    return cls.__sg_plan__.fields
+
+
+__all__ = [
+    "BOUNDARY_OBJECTS",
+    "DIMENSIONS",
+    "PLACEHOLDER",
+    "REGISTRY",
+    "STATS",
+    "ArrayField",
+    "Boundary",
+    "BoundaryObject",
+    "Collect",
+    "Config",
+    "ConfigError",
+    "ContractViolation",
+    "DeferredViolation",
+    "Depth",
+    "DeviceValues",
+    "Dim",
+    "DraftTokens",
+    "DrafterInput",
+    "DrafterOutput",
+    "Finding",
+    "Mode",
+    "ModelInput",
+    "Rule",
+    "ScalarField",
+    "ScheduledBatch",
+    "SnapshotError",
+    "VerifyOutput",
+    "Violation",
+    "checking",
+    "configure",
+    "current_config",
+    "describe",
+    "field_docs",
+    "fields_of",
+    "flush_deferred",
+    "json_schema",
+    "pending_deferred",
+    "restore_config",
+    "schema_model",
+    "validate",
+]

@@ -1,0 +1,49 @@
+"""SG010: seq ids are unique and non-negative, in every object that carries them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from contracts._boundaries._ops import host_value
+from contracts._core._arrays import array_kind
+from contracts._core._registry import Boundary, rule
+from contracts._core._values import Values
+from contracts._core._violation import Finding
+
+__all__: list[str] = []
+
+
+def _sorted(ids: Any) -> Any:
+    if array_kind(ids) == "numpy":
+        return np.sort(ids)
+    return ids.sort().values
+
+
+@rule("SG010", "seq ids are unique and non-negative",
+      boundary=Boundary.ANY,
+      applies_to=("ScheduledBatch", "DraftTokens", "VerifyOutput", "DrafterInput",
+                  "DrafterOutput", "ModelInput"),
+      fields={"seq_ids"},
+      bug="ATOM C14: the DP dummy seq has id -1, colliding with the deferred-output flag key.")
+def _unique_ids(obj: Any, values: Values) -> Finding | None:
+    """Rows are matched to requests by id across steps (previous-row lookups, draft
+    carry-over, output delivery). A repeated id makes two rows claim one request; a
+    negative id collides with sentinel keys such as ATOM's ``-1`` deferred flag."""
+    ids = obj.seq_ids
+    found = values.any_true(ids < 0, lambda i: Finding(
+        f"seq id{' is ' + str(host_value(ids, i)) if host_value(ids, i) is not None else ''}"
+        " is negative", "seq_ids", position=i, seq_id=host_value(ids, i)))
+    if found or ids.shape[0] < 2:
+        return found
+    ordered = _sorted(ids)
+    repeated = ordered[1:] == ordered[:-1]
+    return values.any_true(repeated, lambda i: _duplicate(ids, host_value(ordered, i)))
+
+
+def _duplicate(ids: Any, value: int | None) -> Finding:
+    if value is None or array_kind(ids) != "numpy":
+        return Finding("a seq id appears twice", "seq_ids")
+    second = int(np.flatnonzero(ids == value)[1])
+    return Finding(f"seq id {value} appears twice", "seq_ids", position=second, seq_id=value)

@@ -1,0 +1,248 @@
+"""``ScheduledBatch``: what the scheduler hands the runner for one step."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from contracts._boundaries._ops import arange_like, host_value, row_col, value_text
+from contracts._boundaries._types import Array, Bool, Index
+from contracts._core._contract import BoundaryObject, boundary_object
+from contracts._core._registry import Boundary, rule
+from contracts._core._values import Values
+from contracts._core._violation import Finding
+
+__all__ = ["ScheduledBatch"]
+
+
+@boundary_object(
+    Boundary.SCHEDULE,
+    minimums={"mtp_k": 1, "vocab_size": 1, "block_size": 1, "num_decode": 0, "num_tokens": 0},
+)
+class ScheduledBatch(BoundaryObject):
+    """One step's batch, as the scheduler hands it to the runner.
+
+    Every per-seq array is aligned with ``seq_ids`` (batch order). Decode seqs are
+    scheduled ``mtp_k + 1`` tokens (the anchor and ``mtp_k`` drafts) and own one draft
+    row each, in batch order, whether or not they have drafts yet.
+    """
+
+    mtp_k: int
+    """Draft tokens per decode seq (``num_speculative_tokens``)."""
+    vocab_size: int
+    """Size of the target model's vocabulary; every embedded id is in ``[0, vocab_size)``."""
+    block_size: int
+    """Tokens per KV-cache block."""
+    num_decode: int
+    """How many seqs of the batch are in the decode phase."""
+    num_tokens: int
+    """Total scheduled tokens: the length of the flat token stream."""
+    seq_ids: Index[Array, "num_seqs"]
+    """Sequence ids in batch order; unique and non-negative."""
+    is_decode: Bool[Array, "num_seqs"]
+    """Phase of each seq: True for decode, False for (chunked) prefill."""
+    num_scheduled_tokens: Index[Array, "num_seqs"]
+    """Tokens scheduled per seq this step: a prefill chunk, or ``mtp_k + 1`` for decode."""
+    context_lens: Index[Array, "num_seqs"]
+    """Tokens in each seq's KV context after this step, scheduled tokens included."""
+    block_tables: Index[Array, "num_seqs max_blocks"]
+    """KV-cache block ids per seq, padded with -1; the first entry is never padding."""
+    token_ids: Index[Array, "num_tokens"]
+    """The flat scheduled token ids in batch order; each seq's span is contiguous."""
+    draft_token_ids: Index[Array, "num_decode mtp_k"]
+    """One draft row per decode seq, in batch order; placeholders are valid ids."""
+    num_drafts: Index[Array, "num_decode"]
+    """Real drafts in each row, in ``[0, mtp_k]``; the rest of the row is placeholder."""
+    state_slots: Index[Array, "num_seqs"] | None = None
+    """Per-request state slot (hybrid/linear-attention models), when the model has one."""
+    draft_placeholder: int | None = None
+    """A draft value the runner overwrites before embedding (e.g. vLLM's async ``-1``)."""
+
+    def decode_positions(self) -> Any:
+        """Batch positions of the decode seqs, in batch order (reads ``is_decode``)."""
+        if isinstance(self.is_decode, np.ndarray):
+            return np.flatnonzero(self.is_decode)
+        return self.is_decode.nonzero().reshape(-1)
+
+    def _sg_locate_missing(self, dim: str, index: int) -> tuple[int, int | None, str] | None:
+        """Where the first seq without an entry sits, for short per-seq or draft arrays."""
+        if dim == "num_seqs":
+            return index, host_value(self.seq_ids, index), "that seq has no entry"
+        if dim == "num_decode":
+            position = host_value(self.decode_positions(), index)
+            if position is None:
+                return None
+            seq_id = host_value(self.seq_ids, position)
+            return position, seq_id, "decode seq without a draft row"
+        return None
+
+    def _sg_token_position(self, token: int) -> int | None:
+        counts = self.num_scheduled_tokens
+        if not isinstance(counts, np.ndarray):
+            counts = counts.numpy() if counts.device.type == "cpu" else None
+        if counts is None:
+            return None
+        position = int(np.searchsorted(np.cumsum(counts), token, side="right"))
+        return position if position < counts.shape[0] else None
+
+    def _sg_decode_row_position(self, row: int) -> int | None:
+        return host_value(self.decode_positions(), row)
+
+
+_BATCH = ("ScheduledBatch",)
+
+
+@rule("SG103", "decode seqs are scheduled exactly mtp_k+1 tokens",
+      boundary=Boundary.SCHEDULE, applies_to=_BATCH,
+      fields={"is_decode", "num_scheduled_tokens", "mtp_k"},
+      bug="ATOM pre-#219: a draft-less seq yielded 1 token where mtp_k+1 slots were reserved.")
+def _decode_width(batch: ScheduledBatch, values: Values) -> Finding | None:
+    """Every decode seq owns a contiguous span of mtp_k+1 tokens: its anchor and its
+    drafts. The runner reshapes the decode tokens to (num_decode, mtp_k+1), positions are
+    tiled from it, and CUDA graphs are keyed by it; one seq with another count shifts
+    every later span."""
+    width = batch.mtp_k + 1
+    bad = batch.is_decode & (batch.num_scheduled_tokens != width)
+    return values.any_true(bad, lambda i: Finding(
+        f"decode seq scheduled {host_value(batch.num_scheduled_tokens, i)} tokens",
+        "num_scheduled_tokens", position=i, expected=f"mtp_k+1={width}"))
+
+
+@rule("SG106", "num_tokens is the sum of the per-seq counts",
+      boundary=Boundary.SCHEDULE, applies_to=_BATCH,
+      fields={"num_scheduled_tokens", "num_tokens"},
+      bug="vLLM SchedulerOutput: total_num_scheduled_tokens == sum(...) stated only in a comment.")
+def _token_total(batch: ScheduledBatch, values: Values) -> Finding | None:
+    """The runner allocates and slices its flat buffers by the total, and each seq's
+    span by the per-seq counts; when they disagree the last spans read stale tokens or
+    run past the end."""
+    total = batch.num_scheduled_tokens.sum()
+    return values.any_true(total != batch.num_tokens, lambda _: Finding(
+        "sum(num_scheduled_tokens) differs from num_tokens", "num_scheduled_tokens",
+        expected=f"num_tokens={batch.num_tokens}", actual=str(host_value(total, 0))))
+
+
+@rule("SG107", "phases agree with num_decode; prefill seqs schedule at least one token",
+      boundary=Boundary.SCHEDULE, applies_to=_BATCH,
+      fields={"is_decode", "num_decode", "num_scheduled_tokens"},
+      bug="ATOM C1/C15: partial prefills scheduled into decode batches.")
+def _phases(batch: ScheduledBatch, values: Values) -> Finding | None:
+    """``num_decode`` sizes the draft rows and the verifier's output; it must count the
+    seqs flagged decode. A prefill seq scheduled no tokens has no span and breaks the
+    cumulative offsets of every seq after it."""
+    count = batch.is_decode.sum()
+    found = values.any_true(count != batch.num_decode, lambda _: Finding(
+        "is_decode marks a different number of decode seqs", "is_decode",
+        expected=f"num_decode={batch.num_decode}", actual=str(host_value(count, 0))))
+    if found:
+        return found
+    empty = ~batch.is_decode & (batch.num_scheduled_tokens < 1)
+    return values.any_true(empty, lambda i: Finding(
+        "prefill seq scheduled no tokens", "num_scheduled_tokens", position=i, expected=">= 1"))
+
+
+@rule("SG108", "draft token ids are valid vocabulary ids",
+      boundary=Boundary.SCHEDULE, applies_to=("ScheduledBatch", "DraftTokens", "DrafterOutput"),
+      fields={"draft_token_ids", "vocab_size", "draft_placeholder"},
+      bug="vLLM #37629/#40768: stale -1 draft placeholders reaching F.embedding.")
+def _draft_ids(obj: Any, values: Values) -> Finding | None:
+    """Draft slots are fed to the target model and read back as the drafts to verify.
+    A placeholder for a seq without drafts must itself be a valid id (0, or the seq's own
+    token); only a declared placeholder the runner overwrites may fall outside."""
+    drafts = obj.draft_token_ids
+    placeholder = getattr(obj, "draft_placeholder", None)
+
+    def explain(i: int) -> Finding:
+        row, col = row_col(i, obj.mtp_k)
+        locate = getattr(obj, "_sg_decode_row_position", None)
+        position = locate(row) if locate else row
+        return Finding(f"draft {col} of row {row}{value_text(drafts, i)}", "draft_token_ids",
+                       position=position, expected=f"0 <= id < vocab_size={obj.vocab_size}")
+
+    if placeholder is None:
+        return values.outside(drafts, 0, obj.vocab_size, explain)
+    bad = (drafts != placeholder) & ((drafts < 0) | (drafts >= obj.vocab_size))
+    return values.any_true(bad, explain)
+
+
+@rule("SG109", "real-draft counts are within [0, mtp_k]",
+      boundary=Boundary.SCHEDULE, applies_to=("ScheduledBatch", "DraftTokens"),
+      fields={"num_drafts", "mtp_k"},
+      bug="ATOM C16: SpecStats KeyError when an accepted length falls outside [1, k+1].")
+def _draft_counts(obj: Any, values: Values) -> Finding | None:
+    """A row holds at most mtp_k real drafts; the count tells the verifier how many slots
+    may be accepted and how many are placeholders."""
+    counts = obj.num_drafts
+    locate = getattr(obj, "_sg_decode_row_position", None)
+    return values.outside(counts, 0, obj.mtp_k + 1, lambda i: Finding(
+        f"row {i} claims {host_value(counts, i)} drafts", "num_drafts",
+        position=locate(i) if locate else i, expected=f"0..mtp_k={obj.mtp_k}"))
+
+
+@rule("SG110", "block tables are not empty and cover the context",
+      boundary=Boundary.SCHEDULE, applies_to=_BATCH,
+      fields={"block_tables", "context_lens", "block_size"},
+      bug="ATOM C11/C12: empty block tables filtered out; context not covered by the table.")
+def _block_tables(batch: ScheduledBatch, values: Values) -> Finding | None:
+    """Attention builds slot mappings from the block table truncated to
+    cdiv(context_len, block_size) blocks; a missing block points the kernel at padding.
+    Checked in O(num_seqs): the first and the last needed block of each seq."""
+    tables, lens = batch.block_tables, batch.context_lens
+    num_seqs, max_blocks = tables.shape[0], tables.shape[1]
+    needed = (lens + batch.block_size - 1) // batch.block_size
+    short = needed > max_blocks
+    found = values.any_true(short, lambda i: Finding(
+        f"context needs {host_value(needed, i)} blocks, table has {max_blocks} columns",
+        "block_tables", position=i))
+    if found or num_seqs == 0:
+        return found
+    if max_blocks == 0:
+        return Finding("block tables have no columns", "block_tables", position=0)
+    rows = arange_like(tables, num_seqs)
+    last = (needed - 1).clip(0, max_blocks - 1)
+    bad = (tables[:, 0] < 0) | (tables[rows, last] < 0)
+    return values.any_true(bad, lambda i: Finding(
+        "block table is empty or ends before the context does", "block_tables", position=i))
+
+
+@rule("SG111", "context lengths cover the scheduled tokens",
+      boundary=Boundary.SCHEDULE, applies_to=_BATCH,
+      fields={"context_lens", "num_scheduled_tokens"},
+      bug="ATOM C11: decode context_lens minus num_rejected must stay >= mtp_k+1.")
+def _context(batch: ScheduledBatch, values: Values) -> Finding | None:
+    """Positions are computed as context_len - scheduled + arange(scheduled); a context
+    shorter than the scheduled tokens yields negative positions."""
+    bad = batch.context_lens < batch.num_scheduled_tokens
+    return values.any_true(bad, lambda i: Finding(
+        f"context length {host_value(batch.context_lens, i)} is shorter than the "
+        f"{host_value(batch.num_scheduled_tokens, i)} scheduled tokens", "context_lens",
+        position=i))
+
+
+@rule("SG112", "scheduled token ids are valid vocabulary ids",
+      boundary=Boundary.SCHEDULE, applies_to=_BATCH,
+      fields={"token_ids", "vocab_size"},
+      bug="vLLM #47029: -1 padding placeholders from PD first decode reaching embeddings.")
+def _token_ids(batch: ScheduledBatch, values: Values) -> Finding | None:
+    """Scheduled tokens are embedded by the target model; a sentinel here is a
+    device-side assert at TP=1 and a silent zero embedding at TP>1."""
+    tokens = batch.token_ids
+    return values.outside(tokens, 0, batch.vocab_size, lambda i: Finding(
+        f"token id{value_text(tokens, i)}", "token_ids", token=i,
+        expected=f"0 <= id < vocab_size={batch.vocab_size}"))
+
+
+@rule("SG113", "state slots are real slots",
+      boundary=Boundary.SCHEDULE, applies_to=_BATCH, fields={"state_slots"},
+      bug="ATOM C13: DeepSeek-V4 falling back to slot 0 for every seq when the list is short.")
+def _state_slots(batch: ScheduledBatch, values: Values) -> Finding | None:
+    """Hybrid models read a per-request state slot by batch position; a negative slot
+    aliases another request's recurrent state."""
+    slots = batch.state_slots
+    if slots is None:
+        return None
+    return values.any_true(slots < 0, lambda i: Finding(
+        f"state slot{value_text(slots, i)}", "state_slots", position=i, expected=">= 0"))
+
+

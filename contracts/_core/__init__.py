@@ -1,0 +1,1 @@
+"""Machinery behind the contract objects: specs, the rule registry, validation, modes."""

@@ -1,0 +1,74 @@
+"""What an array is, without importing torch until a tensor shows up.
+
+numpy arrays and torch tensors (CPU or accelerator) are the two kinds a contract field
+accepts. torch is looked up in ``sys.modules``: if the caller never imported it, no value
+can be a tensor, and numpy-only engines never pay for torch's import.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import numpy as np
+
+__all__ = ["array_kind", "describe", "dtype_name", "is_host", "torch_module"]
+
+_SHORT_DTYPES = {
+    "int8": "i8",
+    "int16": "i16",
+    "int32": "i32",
+    "int64": "i64",
+    "uint8": "u8",
+    "uint16": "u16",
+    "uint32": "u32",
+    "uint64": "u64",
+    "float16": "f16",
+    "bfloat16": "bf16",
+    "float32": "f32",
+    "float64": "f64",
+    "bool": "bool",
+}
+
+
+def torch_module() -> Any:
+    """The torch module if the process has imported it, else None."""
+    return sys.modules.get("torch")
+
+
+def array_kind(value: object) -> str | None:
+    """``"numpy"``, ``"torch"`` or None for anything that is not an array."""
+    if isinstance(value, np.ndarray):
+        return "numpy"
+    torch = torch_module()
+    if torch is not None and isinstance(value, torch.Tensor):
+        return "torch"
+    return None
+
+
+def dtype_name(value: Any) -> str:
+    """The dtype's plain name (``int32``) for numpy and torch alike."""
+    return str(value.dtype).removeprefix("torch.")
+
+
+def is_host(value: Any) -> bool:
+    """True when reading the values needs no device sync."""
+    if isinstance(value, np.ndarray | np.generic):
+        return True
+    return array_kind(value) == "torch" and value.device.type == "cpu"
+
+
+def describe(value: object) -> str:
+    """A compact summary, never the values: ``i32[127,3]``, ``i64[8]@cuda:0``, ``list``."""
+    kind = array_kind(value)
+    if kind is None:
+        if value is None or isinstance(value, bool | int | float | str):
+            return repr(value)
+        return type(value).__name__
+    array: Any = value
+    name = dtype_name(array)
+    shape = ",".join(str(int(n)) for n in array.shape)
+    text = f"{_SHORT_DTYPES.get(name, name)}[{shape}]"
+    if kind == "torch" and array.device.type != "cpu":
+        text += f"@{array.device}"
+    return text

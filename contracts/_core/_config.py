@@ -1,0 +1,170 @@
+"""Modes and depths: read once from the environment, changed from code or for a block.
+
+``SPECGUARD_MODE``      off | warn | strict       (default strict)
+``SPECGUARD_DEPTH``     metadata | full           (default metadata)
+``SPECGUARD_COLLECT``   first | all               (default first)
+``SPECGUARD_DEVICE_VALUES`` deferred | assert | sync  (default deferred)
+
+Invalid values raise :class:`ConfigError` at import, listing the allowed values, so a
+typo in a deployment never silently turns the checks off.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import enum
+import os
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, replace
+
+from contracts._core._errors import ConfigError
+
+__all__ = [
+    "Collect",
+    "Config",
+    "DeviceValues",
+    "Depth",
+    "Mode",
+    "checking",
+    "configure",
+    "current",
+]
+
+
+class Mode(str, enum.Enum):
+    """What happens on a violation: nothing is checked, it is logged, or it is raised."""
+
+    OFF = "off"
+    WARN = "warn"
+    STRICT = "strict"
+
+
+class Depth(str, enum.Enum):
+    """How deep a check looks: shapes, dtypes and scalars only, or array values too."""
+
+    METADATA = "metadata"
+    FULL = "full"
+
+
+class Collect(str, enum.Enum):
+    """Stop at the first violation of an object, or gather all of them into one report."""
+
+    FIRST = "first"
+    ALL = "all"
+
+
+class DeviceValues(str, enum.Enum):
+    """How value checks treat tensors that live on an accelerator.
+
+    ``deferred`` computes the verdict on the device and reads it at the next sync point;
+    ``assert`` uses ``torch._assert_async`` (a failure kills the CUDA context);
+    ``sync`` reads the verdict at once, paying a host sync.
+    """
+
+    DEFERRED = "deferred"
+    ASSERT = "assert"
+    SYNC = "sync"
+
+
+@dataclass(frozen=True)
+class Config:
+    """The settings every check reads; immutable, replaced as a whole."""
+
+    mode: Mode = Mode.STRICT
+    depth: Depth = Depth.METADATA
+    collect: Collect = Collect.FIRST
+    device_values: DeviceValues = DeviceValues.DEFERRED
+
+
+_ENV_FIELDS: Mapping[str, tuple[str, type[enum.Enum]]] = {
+    "SPECGUARD_MODE": ("mode", Mode),
+    "SPECGUARD_DEPTH": ("depth", Depth),
+    "SPECGUARD_COLLECT": ("collect", Collect),
+    "SPECGUARD_DEVICE_VALUES": ("device_values", DeviceValues),
+}
+
+
+def _parse(enum_type: type[enum.Enum], value: object, source: str) -> enum.Enum:
+    if isinstance(value, enum_type):
+        return value
+    allowed = ", ".join(repr(m.value) for m in enum_type)
+    if isinstance(value, str):
+        try:
+            return enum_type(value.strip().lower())
+        except ValueError:
+            pass
+    raise ConfigError(f"{source} must be one of {allowed}; got {value!r}")
+
+
+def from_environ(environ: Mapping[str, str]) -> Config:
+    """Build a config from ``SPECGUARD_*`` variables, validating each one."""
+    values: dict[str, enum.Enum] = {}
+    for variable, (name, enum_type) in _ENV_FIELDS.items():
+        raw = environ.get(variable)
+        if raw is not None and raw.strip():
+            values[name] = _parse(enum_type, raw, variable)
+    return replace(Config(), **values)  # type: ignore[arg-type]
+
+
+_global: Config = from_environ(os.environ)
+_override: contextvars.ContextVar[Config | None] = contextvars.ContextVar(
+    "specguard_config", default=None
+)
+
+
+def current() -> Config:
+    """The config in force here: a ``checking`` block's, else the global one."""
+    return _override.get() or _global
+
+
+def _updated(base: Config, changes: Mapping[str, object]) -> Config:
+    fields = {name: enum_type for name, enum_type in _ENV_FIELDS.values()}
+    parsed: dict[str, enum.Enum] = {}
+    for name, value in changes.items():
+        if value is None:
+            continue
+        if name not in fields:
+            raise ConfigError(f"unknown setting {name!r}; known: {', '.join(fields)}")
+        parsed[name] = _parse(fields[name], value, name)
+    return replace(base, **parsed)  # type: ignore[arg-type]
+
+
+def configure(
+    *,
+    mode: Mode | str | None = None,
+    depth: Depth | str | None = None,
+    collect: Collect | str | None = None,
+    device_values: DeviceValues | str | None = None,
+) -> Config:
+    """Change the global settings; returns the previous config so it can be restored."""
+    global _global
+    previous = _global
+    _global = _updated(
+        _global,
+        {"mode": mode, "depth": depth, "collect": collect, "device_values": device_values},
+    )
+    return previous
+
+
+def restore(config: Config) -> None:
+    """Put back a config returned by :func:`configure`."""
+    global _global
+    _global = config
+
+
+@contextlib.contextmanager
+def checking(
+    *,
+    mode: Mode | str | None = None,
+    depth: Depth | str | None = None,
+    collect: Collect | str | None = None,
+    device_values: DeviceValues | str | None = None,
+) -> Iterator[Config]:
+    """Override settings for a block, in this thread or asyncio task only."""
+    changes = {"mode": mode, "depth": depth, "collect": collect, "device_values": device_values}
+    token = _override.set(_updated(current(), changes))
+    try:
+        yield current()
+    finally:
+        _override.reset(token)

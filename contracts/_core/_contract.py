@@ -1,0 +1,70 @@
+"""Turn an annotated class into a validated boundary object.
+
+``@boundary_object(Boundary.SCHEDULE)`` makes the class a frozen, slotted, keyword-only
+dataclass, compiles its jaxtyping annotations into field specs and a fast metadata
+check (once, here), and validates every instance when it is built.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from contracts._core._arrays import array_kind, is_host
+from contracts._core._fields import compile_fields
+from contracts._core._metadata import compile_fast_check
+from contracts._core._registry import Boundary
+from contracts._core._validate import Plan, validate
+
+__all__ = ["BoundaryObject", "boundary_object", "host_int"]
+
+T = TypeVar("T")
+
+
+class BoundaryObject:
+    """Base of every boundary object: validation on construction, seq lookups for messages."""
+
+    __slots__ = ()
+    __sg_plan__: Plan
+    __sg_boundary__: str
+
+    def __post_init__(self) -> None:
+        validate(self)
+
+    def _sg_owner(self, position: int | None, token: int | None) -> tuple[int | None, int | None]:
+        """(batch position, seq id) of a flagged position or token, read from host ids."""
+        if position is None and token is not None:
+            position = self._sg_token_position(token)
+        if position is None:
+            return None, None
+        return position, host_int(getattr(self, "seq_ids", None), position)
+
+    def _sg_token_position(self, token: int) -> int | None:
+        """The batch position owning a flat token index; objects with token streams override."""
+        return None
+
+
+def host_int(array: Any, index: int) -> int | None:
+    """``int(array[index])`` when that reads host memory and is in range, else None."""
+    if array is None or array_kind(array) is None or not is_host(array):
+        return None
+    if array.ndim != 1 or not 0 <= index < array.shape[0]:
+        return None
+    return int(array[index])
+
+
+def boundary_object(
+    boundary: Boundary, *, minimums: dict[str, int] | None = None
+) -> Callable[[type[T]], type[T]]:
+    """Class decorator: dataclass + compiled specs + validation on construction."""
+
+    def build(cls: type[T]) -> type[T]:
+        made = dataclasses.dataclass(frozen=True, slots=True, kw_only=True, eq=False)(cls)
+        fields = compile_fields(made, minimums)
+        plan = Plan(made.__name__, fields, compile_fast_check(fields, made.__name__))
+        made.__sg_plan__ = plan  # type: ignore[attr-defined]
+        made.__sg_boundary__ = boundary.value  # type: ignore[attr-defined]
+        return made
+
+    return build

@@ -1,0 +1,64 @@
+"""The exceptions specguard raises.
+
+One root, so that callers can catch everything specguard says with one clause::
+
+    ContractViolation (ValueError)        a boundary object broke one or more rules
+    ├── DeferredViolation                 a device-side verdict read one step late
+    ├── SnapshotError                     a violation snapshot that cannot be read
+    └── ConfigError                       a bad mode, depth or environment value
+
+Every instance carries ``violations``: the structured records behind its message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from contracts._core._violation import Violation
+
+__all__ = ["ConfigError", "ContractViolation", "DeferredViolation", "SnapshotError"]
+
+
+class ContractViolation(ValueError):
+    """A boundary object broke one or more rules; ``violations`` lists each one."""
+
+    violations: tuple[Violation, ...]
+
+    def __init__(self, message: str, violations: Sequence[Violation] = ()) -> None:
+        super().__init__(message)
+        self.violations = tuple(violations)
+
+    @classmethod
+    def from_violations(cls, subject: str, violations: Sequence[Violation]) -> ContractViolation:
+        """Build the exception whose message lists every violation of one object."""
+        return cls(format_report(subject, violations), violations)
+
+    @property
+    def codes(self) -> tuple[str, ...]:
+        """The rule codes of the violations, in the order they were found."""
+        return tuple(v.code for v in self.violations)
+
+
+class DeferredViolation(ContractViolation):
+    """A value check computed on the device failed; raised at the next sync point."""
+
+
+class SnapshotError(ContractViolation):
+    """A snapshot file is truncated, corrupt, of an unknown version or hostile."""
+
+
+class ConfigError(ContractViolation):
+    """A mode, depth or environment variable has a value outside its allowed set."""
+
+
+def format_report(subject: str, violations: Sequence[Violation]) -> str:
+    """One header line naming the object, then one line per violation."""
+    count = len(violations)
+    noun = "rule" if count == 1 else "rules"
+    lines = [f"{subject} broke {count} {noun}:"]
+    lines.extend(f"  {v.format()}" for v in violations)
+    return "\n".join(lines)
+
+
+for _cls in (ContractViolation, DeferredViolation, SnapshotError, ConfigError):
+    _cls.__module__ = "contracts"

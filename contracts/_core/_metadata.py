@@ -1,0 +1,296 @@
+"""Metadata checks: field types, dtypes, ranks, shared dimensions, one backend and device.
+
+Two implementations of the same spec. :func:`compile_fast_check` generates, once per
+class, a straight-line function that answers only "all good?" with no allocation and no
+dictionary work: it is what runs on every hand-over. When it says no, the interpreted
+:func:`metadata_findings` walks the same specs again and explains every failure.
+Hypothesis tests hold the two to the same verdict.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from contracts._core._arrays import array_kind, describe, dtype_name, torch_module
+from contracts._core._dims import dimension
+from contracts._core._fields import ArrayField, AxisSpec, FieldSpec, ScalarField
+from contracts._core._violation import Finding
+
+__all__ = ["MetadataFinding", "compile_fast_check", "metadata_findings"]
+
+MetadataFinding = tuple[str, Finding]
+
+_DTYPE_SETS: list[tuple[set[Any], frozenset[str]]] = []
+_torch_registered = False
+
+
+def _dtype_set(names: frozenset[str]) -> set[Any]:
+    """numpy dtypes now; torch's are added the first time a tensor is seen."""
+    allowed: set[Any] = set()
+    for name in names:
+        try:
+            allowed.add(np.dtype(name))
+        except TypeError:
+            pass
+    _DTYPE_SETS.append((allowed, names))
+    if _torch_registered:
+        _add_torch_dtypes(allowed, names)
+    return allowed
+
+
+def _add_torch_dtypes(allowed: set[Any], names: frozenset[str]) -> None:
+    torch = torch_module()
+    for name in names:
+        dtype = getattr(torch, name, None)
+        if dtype is not None and isinstance(dtype, torch.dtype):
+            allowed.add(dtype)
+
+
+def _is_tensor_type(kind: type) -> bool:
+    global _torch_registered
+    torch = torch_module()
+    if torch is None or not issubclass(kind, torch.Tensor):
+        return False
+    if not _torch_registered:
+        _torch_registered = True
+        for allowed, names in _DTYPE_SETS:
+            _add_torch_dtypes(allowed, names)
+    return True
+
+
+def _is_int(value: object) -> bool:
+    return (type(value) is int) or isinstance(value, np.integer)
+
+
+class _Source:
+    """Accumulates the generated function's lines with indentation."""
+
+    def __init__(self) -> None:
+        self.lines = ["def fast_check(obj):", "    K = None", "    dev = None"]
+        self.maybe_bound: set[str] = set()
+
+    def add(self, line: str, depth: int = 1) -> None:
+        self.lines.append("    " * depth + line)
+
+
+def _scalar_lines(src: _Source, spec: ScalarField, bound: set[str]) -> None:
+    src.add(f"v = obj.{spec.name}")
+    depth = 1
+    if spec.optional:
+        src.add("if v is not None:")
+        depth = 2
+    if spec.type is bool:
+        src.add("if type(v) is not bool: return False", depth)
+        return
+    src.add("if not is_int(v): return False", depth)
+    if spec.minimum is not None:
+        src.add(f"if v < {spec.minimum}: return False", depth)
+    if spec.binds and not spec.optional:
+        src.add(f"d_{spec.name} = v", depth)
+        bound.add(spec.name)
+
+
+def _axis_lines(src: _Source, axis: AxisSpec, j: int, bound: set[str], depth: int) -> None:
+    if axis.name is None:
+        src.add(f"if s[{j}] != {axis.size}: return False", depth)
+        return
+    offset = f" + {axis.offset}" if axis.offset else ""
+    if axis.name in bound:
+        src.add(f"if s[{j}] != d_{axis.name}{offset}: return False", depth)
+        return
+    value = f"s[{j}] - {axis.offset}" if axis.offset else f"s[{j}]"
+    negative = f"if d_{axis.name} < 0: return False" if axis.offset else None
+    if axis.name in src.maybe_bound:
+        # Possibly bound by an optional field that was present: bind or compare.
+        src.add(f"if d_{axis.name} is None:", depth)
+        src.add(f"d_{axis.name} = {value}", depth + 1)
+        if negative:
+            src.add(negative, depth + 1)
+        src.add(f"elif {value} != d_{axis.name}: return False", depth)
+    else:
+        src.add(f"d_{axis.name} = {value}", depth)
+        if negative:
+            src.add(negative, depth)
+    if depth == 1:
+        bound.add(axis.name)
+
+
+def _array_lines(src: _Source, spec: ArrayField, index: int, bound: set[str]) -> None:
+    src.add(f"a = obj.{spec.name}")
+    depth = 1
+    if spec.optional:
+        src.add("if a is not None:")
+        depth = 2
+    src.add("if K is None:", depth)
+    src.add("K = type(a)", depth + 1)
+    src.add("if K is ndarray: pass", depth + 1)
+    src.add("elif is_tensor_type(K): dev = a.device", depth + 1)
+    src.add("else: return False", depth + 1)
+    src.add("elif type(a) is not K: return False", depth)
+    src.add("elif dev is not None and a.device != dev: return False", depth)
+    src.add(f"if a.dtype not in allowed_{index}: return False", depth)
+    src.add("s = a.shape", depth)
+    src.add(f"if len(s) != {len(spec.axes)}: return False", depth)
+    for j, axis in enumerate(spec.axes):
+        _axis_lines(src, axis, j, bound, depth)
+
+
+def compile_fast_check(fields: Sequence[FieldSpec], owner: str) -> Callable[[Any], bool]:
+    """Generate the class's all-good predicate from its field specs."""
+    src = _Source()
+    bound: set[str] = set()
+    namespace: dict[str, Any] = {
+        "ndarray": np.ndarray,
+        "is_tensor_type": _is_tensor_type,
+        "is_int": _is_int,
+    }
+    optional_dims = {
+        axis.name
+        for spec in fields
+        if isinstance(spec, ArrayField) and spec.optional
+        for axis in spec.axes
+        if axis.name
+    }
+    for name in sorted(optional_dims):
+        src.add(f"d_{name} = None")
+    src.maybe_bound = optional_dims
+    for i, spec in enumerate(fields):
+        if isinstance(spec, ScalarField):
+            _scalar_lines(src, spec, bound)
+        else:
+            namespace[f"allowed_{i}"] = _dtype_set(spec.dtypes)
+            _array_lines(src, spec, i, bound)
+    src.add("return True")
+    code = compile("\n".join(src.lines), f"<specguard fast check of {owner}>", "exec")
+    exec(code, namespace)
+    check: Callable[[Any], bool] = namespace["fast_check"]
+    return check
+
+
+class _Walk:
+    """State of one interpreted pass: bindings, the backend and device seen first."""
+
+    def __init__(self, obj: Any, subject: str) -> None:
+        self.obj = obj
+        self.subject = subject
+        self.bindings: dict[str, int] = {}
+        self.kind: str | None = None
+        self.device: Any = None
+        self.first_array: str | None = None
+        self.findings: list[MetadataFinding] = []
+
+    def fail(self, code: str, finding: Finding) -> None:
+        self.findings.append((code, finding))
+
+
+def _check_scalar(walk: _Walk, spec: ScalarField, value: object) -> None:
+    if value is None and spec.optional:
+        return
+    wanted = "bool" if spec.type is bool else "int"
+    is_right_type = type(value) is bool if spec.type is bool else _is_int(value)
+    if not is_right_type:
+        walk.fail("SG001", Finding(f"expected {wanted}, got {describe(value)}", spec.name,
+                                   expected=wanted, actual=type(value).__name__))
+        return
+    if spec.minimum is not None and int(value) < spec.minimum:  # type: ignore[call-overload]
+        walk.fail("SG006", Finding(f"must be >= {spec.minimum}, got {int(value)}", spec.name,  # type: ignore[call-overload]
+                                   expected=f">= {spec.minimum}", actual=str(int(value))))  # type: ignore[call-overload]
+        return
+    if spec.binds:
+        walk.bindings[spec.name] = int(value)  # type: ignore[call-overload]
+
+
+def _check_backend(walk: _Walk, spec: ArrayField, value: Any, kind: str) -> bool:
+    device = value.device if kind == "torch" else None
+    if walk.kind is None:
+        walk.kind, walk.device, walk.first_array = kind, device, spec.name
+        return True
+    if kind != walk.kind or device != walk.device:
+        where = f"{walk.kind}" + (f" on {walk.device}" if walk.device is not None else "")
+        here = f"{kind}" + (f" on {device}" if device is not None else "")
+        walk.fail("SG005", Finding(
+            f"all arrays of one object share a backend and device; {walk.first_array} is "
+            f"{where} but {spec.name} is {here}", spec.name, expected=where, actual=here))
+        return False
+    return True
+
+
+def _check_axes(walk: _Walk, spec: ArrayField, value: Any) -> None:
+    shape = tuple(int(n) for n in value.shape)
+    if len(shape) != len(spec.axes):
+        walk.fail("SG003", Finding(
+            f"expected {len(spec.axes)} axes {spec.shape_text}, got {describe(value)}",
+            spec.name, expected=spec.shape_text, actual=describe(value)))
+        return
+    for axis, length in zip(spec.axes, shape, strict=True):
+        expected = axis.expected(walk.bindings)
+        if expected is None:
+            assert axis.name is not None
+            if length - axis.offset < 0:
+                walk.fail("SG003", Finding(
+                    f"axis {axis} has length {length}, too short for its offset", spec.name,
+                    expected=str(axis), actual=describe(value)))
+                return
+            walk.bindings[axis.name] = length - axis.offset
+        elif expected != length:
+            _dimension_mismatch(walk, spec, value, axis, expected, length)
+            return
+
+
+def _dimension_mismatch(
+    walk: _Walk, spec: ArrayField, value: Any, axis: AxisSpec, expected: int, length: int
+) -> None:
+    dim = dimension(axis.name) if axis.name else None
+    code = dim.rule if dim else "SG003"
+    reason = f"{spec.name} is {describe(value)} but {axis}={expected}"
+    finding = Finding(reason, spec.name, expected=f"{axis}={expected}", actual=str(length))
+    locate = getattr(walk.obj, "_sg_locate_missing", None)
+    if axis.name and locate is not None and length < expected:
+        where = locate(axis.name, length)
+        if where is not None:
+            position, seq_id, detail = where
+            finding = Finding(f"{detail}: {reason}", spec.name, position=position,
+                              seq_id=seq_id, expected=finding.expected, actual=finding.actual)
+    walk.fail(code, finding)
+
+
+def _check_array(walk: _Walk, spec: ArrayField, value: Any) -> None:
+    if value is None:
+        if not spec.optional:
+            walk.fail("SG001", Finding("is required, got None", spec.name,
+                                       expected="array", actual="None"))
+        return
+    kind = array_kind(value)
+    if kind is None:
+        walk.fail("SG001", Finding(
+            f"expected a numpy array or torch tensor, got {describe(value)}", spec.name,
+            expected="numpy.ndarray | torch.Tensor", actual=type(value).__name__))
+        return
+    if not _check_backend(walk, spec, value, kind):
+        return
+    name = dtype_name(value)
+    if name not in spec.dtypes:
+        allowed = "|".join(sorted(spec.dtypes))
+        walk.fail("SG002", Finding(f"expected dtype {allowed}, got {describe(value)}",
+                                   spec.name, expected=allowed, actual=name))
+        return
+    _check_axes(walk, spec, value)
+
+
+def metadata_findings(
+    obj: Any, fields: Sequence[FieldSpec], subject: str, *, first_only: bool
+) -> tuple[list[MetadataFinding], dict[str, int]]:
+    """Explain every metadata failure of ``obj`` (or the first); also return bindings."""
+    walk = _Walk(obj, subject)
+    for spec in fields:
+        value = getattr(obj, spec.name, None)
+        if isinstance(spec, ScalarField):
+            _check_scalar(walk, spec, value)
+        else:
+            _check_array(walk, spec, value)
+        if walk.findings and first_only:
+            break
+    return walk.findings, walk.bindings

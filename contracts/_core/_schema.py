@@ -1,0 +1,62 @@
+"""JSON Schema of every boundary object, derived from its compiled field specs.
+
+pydantic builds the schema: each array field becomes a nested list of integers (or
+booleans) of the declared rank, annotated with its dtypes and its shape in named
+dimensions, so the docs site and other languages read the same contract.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pydantic
+
+from contracts._core._fields import ArrayField, FieldSpec, ScalarField
+
+__all__ = ["json_schema", "schema_model"]
+
+_MODELS: dict[type, type[pydantic.BaseModel]] = {}
+
+
+def _nested(element: Any, rank: int) -> Any:
+    for _ in range(rank):
+        element = list[element]
+    return element
+
+
+def _model_field(spec: FieldSpec, doc: str | None) -> tuple[Any, Any]:
+    if isinstance(spec, ScalarField):
+        hint: Any = spec.type | None if spec.optional else spec.type
+        default = None if spec.optional else ...
+        return hint, pydantic.Field(default, ge=spec.minimum, description=doc)
+    assert isinstance(spec, ArrayField)
+    element = bool if spec.dtypes == frozenset({"bool"}) else int
+    hint = _nested(element, len(spec.axes))
+    extra = {"x-dtype": sorted(spec.dtypes), "x-shape": [str(a) for a in spec.axes]}
+    if spec.optional:
+        hint = hint | None
+    return hint, pydantic.Field(
+        None if spec.optional else ..., description=doc, json_schema_extra=extra
+    )
+
+
+def schema_model(cls: type) -> type[pydantic.BaseModel]:
+    """A pydantic model with the same fields as a boundary object (arrays as lists)."""
+    if cls not in _MODELS:
+        from contracts._core._docs import field_docs
+
+        docs = field_docs(cls)
+        fields = {s.name: _model_field(s, docs.get(s.name)) for s in cls.__sg_plan__.fields}  # type: ignore[attr-defined]
+        model = pydantic.create_model(  # type: ignore[call-overload]
+            cls.__name__,
+            __doc__=cls.__doc__,
+            __config__=pydantic.ConfigDict(extra="forbid", strict=True),
+            **fields,
+        )
+        _MODELS[cls] = model
+    return _MODELS[cls]
+
+
+def json_schema(cls: type) -> dict[str, Any]:
+    """The JSON Schema of a boundary object, with dtypes and named shapes per field."""
+    return schema_model(cls).model_json_schema()

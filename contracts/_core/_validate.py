@@ -1,0 +1,161 @@
+"""Validation of one boundary object: the compiled metadata check, then value rules.
+
+The order is fixed: metadata first (it is what makes value rules safe to run), value
+rules only at full depth, and the report goes by mode: raise, log, or nothing at all.
+No exception other than :class:`ContractViolation` leaves this module: a rule that
+crashes on hostile input is reported as ``SG000`` instead of escaping as an IndexError.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from contracts._core._config import Collect, Config, Depth, Mode, current
+from contracts._core._errors import ContractViolation
+from contracts._core._fields import FieldSpec
+from contracts._core._metadata import metadata_findings
+from contracts._core._registry import REGISTRY, Rule, rules_for
+from contracts._core._stats import STATS
+from contracts._core._values import Values
+from contracts._core._violation import Finding, Violation
+
+__all__ = ["Plan", "report", "validate"]
+
+_log = logging.getLogger("specguard")
+
+
+@dataclass
+class Plan:
+    """Everything compiled for one boundary class: its fields, fast check and rules."""
+
+    subject: str
+    fields: tuple[FieldSpec, ...]
+    fast_check: Callable[[Any], bool]
+    _rules: tuple[Rule, ...] | None = None
+
+    @property
+    def rules(self) -> tuple[Rule, ...]:
+        """Value and cross-field rules, looked up once the defining module has loaded."""
+        if self._rules is None:
+            self._rules = rules_for(self.subject)
+        return self._rules
+
+
+def _violation(obj: Any, plan: Plan, code: str, finding: Finding, bindings: dict[str, int]) -> Violation:
+    rule = REGISTRY[code]
+    finding = _locate(obj, finding)
+    return Violation.from_finding(
+        finding,
+        code=code,
+        title=rule.title,
+        boundary=getattr(type(obj), "__sg_boundary__", rule.boundary.value),
+        subject=plan.subject,
+        bindings=bindings,
+    )
+
+
+def _locate(obj: Any, finding: Finding) -> Finding:
+    """Fill in the seq id and batch position a rule could not see, when cheap and safe."""
+    owner = getattr(obj, "_sg_owner", None)
+    if owner is None or (finding.seq_id is not None and finding.position is not None):
+        return finding
+    try:
+        position, seq_id = owner(finding.position, finding.token)
+    except Exception:  # the object is already known to be broken; keep what we have
+        return finding
+    return Finding(
+        finding.reason, finding.field,
+        position=finding.position if finding.position is not None else position,
+        seq_id=finding.seq_id if finding.seq_id is not None else seq_id,
+        expected=finding.expected, actual=finding.actual, token=finding.token,
+    )
+
+
+def _metadata(obj: Any, plan: Plan, first_only: bool) -> tuple[list[Violation], set[str], dict[str, int]]:
+    findings, bindings = metadata_findings(obj, plan.fields, plan.subject, first_only=first_only)
+    violations = [_violation(obj, plan, code, f, bindings) for code, f in findings]
+    return violations, {f.field for _, f in findings if f.field}, bindings
+
+
+def _run_rule(rule: Rule, obj: Any, values: Values) -> tuple[str, Finding | None]:
+    values.rule = rule.code
+    assert rule.check is not None
+    try:
+        return rule.code, rule.check(obj, values)
+    except ContractViolation:
+        raise
+    except Exception as error:  # a rule must never turn bad input into a foreign error
+        reason = f"check {rule.code} could not evaluate: {type(error).__name__}: {error}"
+        return "SG000", Finding(reason)
+
+
+def _value_violations(
+    obj: Any, plan: Plan, config: Config, skip: set[str], bindings: dict[str, int] | None
+) -> list[Violation]:
+    values = Values(config, plan.subject)
+    found: list[Violation] = []
+    for rule in plan.rules:
+        if rule.fields & skip:
+            continue
+        code, finding = _run_rule(rule, obj, values)
+        if finding is not None:
+            if bindings is None:  # clean objects never pay for the bindings
+                _, bindings = metadata_findings(obj, plan.fields, plan.subject, first_only=False)
+            found.append(_violation(obj, plan, code, finding, bindings))
+            if config.collect is Collect.FIRST:
+                break
+    values.finish()
+    return found
+
+
+def _report(config: Config, subject: str, violations: Sequence[Violation]) -> None:
+    STATS.violations += len(violations)
+    if config.mode is Mode.STRICT:
+        raise ContractViolation.from_violations(subject, violations)
+    for violation in violations:
+        _log.warning("specguard: %s", violation.format())
+
+
+def report(subject: str, findings: Sequence[tuple[str, Finding]]) -> None:
+    """Report findings made outside :func:`validate` (e.g. by a constructor) by mode."""
+    config = current()
+    if config.mode is Mode.OFF or not findings:
+        return
+    violations = [
+        Violation.from_finding(f, code=code, title=REGISTRY[code].title,
+                               boundary=REGISTRY[code].boundary.value, subject=subject,
+                               bindings={})
+        for code, f in findings
+    ]
+    _report(config, subject, violations)
+
+
+def validate(obj: Any, *, depth: Depth | str | None = None, config: Config | None = None) -> list[Violation]:
+    """Check ``obj`` under the current mode; raise, log or return its violations.
+
+    Returns the violations found (empty when clean or when the mode is off), which is
+    what warn mode and tools that inspect violations want.
+    """
+    config = config or current()
+    if config.mode is Mode.OFF:
+        return []
+    plan: Plan = type(obj).__sg_plan__
+    STATS.checks += 1
+    want_depth = Depth(depth) if depth is not None else config.depth
+    first_only = config.collect is Collect.FIRST
+    violations: list[Violation] = []
+    skip: set[str] = set()
+    bindings: dict[str, int] | None = None
+    if not plan.fast_check(obj):
+        violations, skip, bindings = _metadata(obj, plan, first_only)
+        if violations and first_only:
+            _report(config, plan.subject, violations)
+            return violations
+    if want_depth is Depth.FULL:
+        violations.extend(_value_violations(obj, plan, config, skip, bindings))
+    if violations:
+        _report(config, plan.subject, violations)
+    return violations
