@@ -31,11 +31,11 @@ class DraftTokens(BoundaryObject):
     """Draft tokens per decode seq."""
     vocab_size: int
     """Vocabulary size; placeholders and drafts are in ``[0, vocab_size)``."""
-    seq_ids: Index[Array, "num_decode"]
+    seq_ids: Index[Array, num_decode]
     """The decode seqs, in batch order: row ``i`` belongs to ``seq_ids[i]``."""
     draft_token_ids: Index[Array, "num_decode mtp_k"]
     """Draft ids, then placeholder ids for the slots without a real draft."""
-    num_drafts: Index[Array, "num_decode"]
+    num_drafts: Index[Array, num_decode]
     """Real drafts per row, in ``[0, mtp_k]``."""
 
     @classmethod

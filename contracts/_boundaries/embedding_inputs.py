@@ -40,15 +40,15 @@ class ModelInput(_TokenStream):
     """KV-cache slots (blocks × block size); slot ``-1`` means "do not write"."""
     num_tokens: int
     """Length of the flat token stream."""
-    seq_ids: Index[Array, "num_seqs"]
+    seq_ids: Index[Array, num_seqs]
     """Sequences in batch order."""
-    input_ids: Index[Array, "num_tokens"]
+    input_ids: Index[Array, num_tokens]
     """Token ids to embed, every one in ``[0, vocab_size)``."""
-    positions: Index[Array, "num_tokens"]
+    positions: Index[Array, num_tokens]
     """Position of each token in its sequence."""
-    slot_mapping: Index[Array, "num_tokens"]
+    slot_mapping: Index[Array, num_tokens]
     """KV-cache slot each token writes, or ``-1`` for padding."""
-    query_start_loc: Index[Array, "num_seqs+1"]
+    query_start_loc: Index[Array, num_seqs+1]
     """Start of each seq's span in the flat stream, then ``num_tokens``."""
 
 
@@ -60,15 +60,15 @@ class DrafterInput(_TokenStream):
     """Rows of the MTP head's own ``embed_tokens``."""
     num_tokens: int
     """Length of the flat token stream."""
-    seq_ids: Index[Array, "num_seqs"]
+    seq_ids: Index[Array, num_seqs]
     """Sequences in batch order (discarded chunked-prefill rows included)."""
-    input_ids: Index[Array, "num_tokens"]
+    input_ids: Index[Array, num_tokens]
     """Token ids the MTP head embeds, every one in ``[0, vocab_size)``: no ``-1``."""
-    positions: Index[Array, "num_tokens"]
+    positions: Index[Array, num_tokens]
     """Position of each token in its sequence."""
-    query_start_loc: Index[Array, "num_seqs+1"]
+    query_start_loc: Index[Array, num_seqs+1]
     """Start of each seq's span in the flat stream, then ``num_tokens``."""
-    sample_indices: Index[Array, "num_seqs"]
+    sample_indices: Index[Array, num_seqs]
     """Per seq, the flat index of the token whose hidden state drafts the next token."""
 
 

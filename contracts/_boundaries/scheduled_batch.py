@@ -38,23 +38,23 @@ class ScheduledBatch(BoundaryObject):
     """How many seqs of the batch are in the decode phase."""
     num_tokens: int
     """Total scheduled tokens: the length of the flat token stream."""
-    seq_ids: Index[Array, "num_seqs"]
+    seq_ids: Index[Array, num_seqs]
     """Sequence ids in batch order; unique and non-negative."""
-    is_decode: Bool[Array, "num_seqs"]
+    is_decode: Bool[Array, num_seqs]
     """Phase of each seq: True for decode, False for (chunked) prefill."""
-    num_scheduled_tokens: Index[Array, "num_seqs"]
+    num_scheduled_tokens: Index[Array, num_seqs]
     """Tokens scheduled per seq this step: a prefill chunk, or ``mtp_k + 1`` for decode."""
-    context_lens: Index[Array, "num_seqs"]
+    context_lens: Index[Array, num_seqs]
     """Tokens in each seq's KV context after this step, scheduled tokens included."""
     block_tables: Index[Array, "num_seqs max_blocks"]
     """KV-cache block ids per seq, padded with -1; the first entry is never padding."""
-    token_ids: Index[Array, "num_tokens"]
+    token_ids: Index[Array, num_tokens]
     """The flat scheduled token ids in batch order; each seq's span is contiguous."""
     draft_token_ids: Index[Array, "num_decode mtp_k"]
     """One draft row per decode seq, in batch order; placeholders are valid ids."""
-    num_drafts: Index[Array, "num_decode"]
+    num_drafts: Index[Array, num_decode]
     """Real drafts in each row, in ``[0, mtp_k]``; the rest of the row is placeholder."""
-    state_slots: Index[Array, "num_seqs"] | None = None
+    state_slots: Index[Array, num_seqs] | None = None
     """Per-request state slot (hybrid/linear-attention models), when the model has one."""
     draft_placeholder: int | None = None
     """A draft value the runner overwrites before embedding (e.g. vLLM's async ``-1``)."""

@@ -23,8 +23,8 @@ from contracts._core._errors import ConfigError
 __all__ = [
     "Collect",
     "Config",
-    "DeviceValues",
     "Depth",
+    "DeviceValues",
     "Mode",
     "checking",
     "configure",

@@ -11,6 +11,8 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from typing_extensions import dataclass_transform
+
 from contracts._core._arrays import array_kind, is_host
 from contracts._core._fields import compile_fields
 from contracts._core._metadata import compile_fast_check
@@ -54,6 +56,7 @@ def host_int(array: Any, index: int) -> int | None:
     return int(array[index])
 
 
+@dataclass_transform(kw_only_default=True, frozen_default=True)
 def boundary_object(
     boundary: Boundary, *, minimums: dict[str, int] | None = None
 ) -> Callable[[type[T]], type[T]]:
