@@ -8,26 +8,29 @@ Each named parameter maps to a spec:
   object from the engine's own object, which validates it;
 * any other type hint (``int``, ``list[int]``): checked by beartype.
 
-With the mode off when the decorator runs, it returns the function itself: no wrapper,
-no cost, nothing for ``torch.compile`` to trace.
+Specs and parameter names are checked when the decorator runs, whatever the mode, so a
+typo fails at import rather than never being noticed. With the mode off at that point the
+decorator then returns the function itself: no wrapper, no cost, nothing for
+``torch.compile`` to trace.
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar, cast
 
-from beartype.door import is_bearable
+from beartype.door import TypeHint, is_bearable
+from beartype.roar import BeartypeException
 
-from contracts import BoundaryObject, Finding, Mode, current_config, validate
-from contracts._core._validate import report
+from contracts import BoundaryObject, Finding, Mode, current_config, describe, report, validate
 
 __all__ = ["guard"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 _MISSING = object()
+_RETURN = "return"
 
 
 def _is_boundary_class(spec: object) -> bool:
@@ -38,68 +41,99 @@ def _is_view(spec: object) -> bool:
     return callable(spec) and not isinstance(spec, type) and not hasattr(spec, "__origin__")
 
 
-def check_value(spec: Any, value: Any, where: str) -> Any:
-    """Validate one argument or return value against its spec; return what the method sees."""
+def _spec_name(spec: Any) -> str:
+    return spec.__name__ if isinstance(spec, type) else repr(spec)
+
+
+def _check_spec(label: str, name: str, spec: Any) -> None:
+    """Reject, at decoration, a spec that is neither a boundary class, a view nor a hint."""
+    if _is_boundary_class(spec) or _is_view(spec):
+        return
+    try:
+        TypeHint(spec)
+    except BeartypeException as error:
+        raise TypeError(f"@guard on {label}: {name}={spec!r} is not a type hint") from error
+
+
+def check_value(spec: Any, value: Any, label: str, name: str) -> None:
+    """Validate one argument (or the return value) of ``label`` against its spec."""
     if _is_boundary_class(spec):
-        if not isinstance(value, spec):
-            report(spec.__name__, [("SG001", Finding(
-                f"{where} must be a {spec.__name__}, got {type(value).__name__}", where,
-                expected=spec.__name__, actual=type(value).__name__))])
-            return value
-        validate(value)
-        return value
-    if _is_view(spec):
+        if isinstance(value, spec):
+            validate(value)
+            return
+        boundary: str = spec.__sg_boundary__
+    elif _is_view(spec):
         spec(value)
-        return value
-    if not is_bearable(value, spec):
-        report(where, [("SG001", Finding(
-            f"{where} must be {spec!r}, got {type(value).__name__}", where,
-            expected=repr(spec), actual=type(value).__name__))])
-    return value
+        return
+    elif is_bearable(value, spec):
+        return
+    else:
+        boundary = "any boundary"
+    wanted = _spec_name(spec)
+    report(label, [("SG001", Finding(
+        f"expected {wanted}, got {describe(value)}", name,
+        expected=wanted, actual=type(value).__name__))], boundary=boundary)
 
 
 def _positions(fn: Callable[..., Any], names: list[str]) -> dict[str, int | None]:
-    parameters = list(inspect.signature(fn).parameters.values())
-    positional = {
-        p.name: i for i, p in enumerate(parameters)
-        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
-    }
-    missing = [n for n in names if n not in {p.name for p in parameters}]
+    """Where each named parameter sits among the positional arguments (None: keyword-only)."""
+    parameters = inspect.signature(fn).parameters
+    missing = [n for n in names if n not in parameters]
     if missing:
         raise TypeError(f"@guard names parameters {missing} that {fn.__qualname__} lacks")
-    return {name: positional.get(name) for name in names}
+    variadic = [n for n in names if parameters[n].kind in (
+        inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)]
+    if variadic:
+        raise TypeError(f"@guard cannot check variadic parameters {variadic} of "
+                        f"{fn.__qualname__}; name regular parameters")
+    positional = [
+        p.name for p in parameters.values()
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+    ]
+    return {name: positional.index(name) if name in positional else None for name in names}
 
 
 def guard(returns: Any = _MISSING, /, **params: Any) -> Callable[[F], F]:
     """Decorate a method so its named arguments (and result) are validated.
 
     ``@guard(batch=ScheduledBatch)`` or ``@guard(VerifyOutput, batch=ScheduledBatch)``
-    (the positional spec checks the return value).
+    (the positional spec checks the return value). A name the function lacks, or a spec
+    that is not a boundary class, a view or a type hint, raises TypeError at once.
     """
 
     def decorate(fn: F) -> F:
+        label = fn.__qualname__
+        positions = _positions(fn, list(params))
+        for name, spec in params.items():
+            _check_spec(label, name, spec)
+        if returns is not _MISSING:
+            _check_spec(label, _RETURN, returns)
         if current_config().mode is Mode.OFF:
             return fn
-        positions = _positions(fn, list(params))
-        label = fn.__qualname__
-
-        @functools.wraps(fn)
-        def guarded(*args: Any, **kwargs: Any) -> Any:
-            __tracebackhide__ = True
-            if current_config().mode is not Mode.OFF:
-                for name, spec in params.items():
-                    value = _argument(args, kwargs, name, positions[name])
-                    if value is not _MISSING:
-                        check_value(spec, value, f"{label}({name})")
-            result = fn(*args, **kwargs)
-            if returns is not _MISSING and current_config().mode is not Mode.OFF:
-                check_value(returns, result, f"{label} return value")
-            return result
-
-        guarded.__sg_guarded__ = fn  # type: ignore[attr-defined]
-        return cast(F, guarded)
+        return cast(F, _wrap(fn, label, params, positions, returns))
 
     return decorate
+
+
+def _wrap(
+    fn: Callable[..., Any], label: str, params: Mapping[str, Any],
+    positions: Mapping[str, int | None], returns: Any,
+) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        __tracebackhide__ = True
+        if current_config().mode is not Mode.OFF:
+            for name, spec in params.items():
+                value = _argument(args, kwargs, name, positions[name])
+                if value is not _MISSING:
+                    check_value(spec, value, label, name)
+        result = fn(*args, **kwargs)
+        if returns is not _MISSING and current_config().mode is not Mode.OFF:
+            check_value(returns, result, label, _RETURN)
+        return result
+
+    guarded.__sg_guarded__ = fn  # type: ignore[attr-defined]
+    return guarded
 
 
 def _argument(args: tuple[Any, ...], kwargs: dict[str, Any], name: str, index: int | None) -> Any:
@@ -108,5 +142,3 @@ def _argument(args: tuple[Any, ...], kwargs: dict[str, Any], name: str, index: i
     if index is not None and index < len(args):
         return args[index]
     return _MISSING
-
-

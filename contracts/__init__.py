@@ -13,6 +13,9 @@ position (strict), is logged (warn), or is not looked for at all (off).
 """
 
 from contracts._boundaries import _seq_ids, _structure  # noqa: F401  (register rules)
+from contracts._boundaries._types import Array as Array
+from contracts._boundaries._types import Bool as Bool
+from contracts._boundaries._types import Index as Index
 from contracts._boundaries.draft_tokens import DraftTokens as DraftTokens
 from contracts._boundaries.drafter_output import DrafterOutput as DrafterOutput
 from contracts._boundaries.embedding_inputs import DrafterInput as DrafterInput
@@ -31,6 +34,7 @@ from contracts._core._config import configure as configure
 from contracts._core._config import current as current_config
 from contracts._core._config import restore as restore_config
 from contracts._core._contract import BoundaryObject as BoundaryObject
+from contracts._core._contract import boundary_object as boundary_object
 from contracts._core._deferred import flush_deferred as flush_deferred
 from contracts._core._deferred import pending_count as pending_deferred
 from contracts._core._dims import DIMENSIONS as DIMENSIONS
@@ -42,13 +46,18 @@ from contracts._core._errors import DeferredViolation as DeferredViolation
 from contracts._core._errors import SnapshotError as SnapshotError
 from contracts._core._fields import ArrayField as ArrayField
 from contracts._core._fields import ScalarField as ScalarField
+from contracts._core._listeners import listening as listening
 from contracts._core._registry import REGISTRY as REGISTRY
 from contracts._core._registry import Boundary as Boundary
 from contracts._core._registry import Rule as Rule
+from contracts._core._registry import rule as rule
+from contracts._core._registry import structural_rule as structural_rule
 from contracts._core._schema import json_schema as json_schema
 from contracts._core._schema import schema_model as schema_model
 from contracts._core._stats import STATS as STATS
+from contracts._core._validate import report as report
 from contracts._core._validate import validate as validate
+from contracts._core._values import Values as Values
 from contracts._core._violation import Finding as Finding
 from contracts._core._violation import Violation as Violation
 
@@ -74,7 +83,9 @@ __all__ = [
     "PLACEHOLDER",
     "REGISTRY",
     "STATS",
+    "Array",
     "ArrayField",
+    "Bool",
     "Boundary",
     "BoundaryObject",
     "Collect",
@@ -89,14 +100,17 @@ __all__ = [
     "DrafterInput",
     "DrafterOutput",
     "Finding",
+    "Index",
     "Mode",
     "ModelInput",
     "Rule",
     "ScalarField",
     "ScheduledBatch",
     "SnapshotError",
+    "Values",
     "VerifyOutput",
     "Violation",
+    "boundary_object",
     "checking",
     "configure",
     "current_config",
@@ -105,8 +119,12 @@ __all__ = [
     "fields_of",
     "flush_deferred",
     "json_schema",
+    "listening",
     "pending_deferred",
+    "report",
     "restore_config",
+    "rule",
     "schema_model",
+    "structural_rule",
     "validate",
 ]

@@ -8,7 +8,7 @@ import numpy as np
 
 from contracts._core._arrays import array_kind, is_host
 
-__all__ = ["arange_like", "host_value", "row_col"]
+__all__ = ["arange_like", "host_value", "number_text", "row_col", "value_text"]
 
 
 def arange_like(a: Any, n: int) -> Any:
@@ -39,3 +39,9 @@ def value_text(a: Any, flat_index: int) -> str:
     """`` is -1`` when the value is readable on the host, else the empty string."""
     value = host_value(a, flat_index)
     return "" if value is None else f" is {value}"
+
+
+def number_text(a: Any, flat_index: int) -> str:
+    """`` -1`` when the value is readable on the host, else the empty string."""
+    value = host_value(a, flat_index)
+    return "" if value is None else f" {value}"

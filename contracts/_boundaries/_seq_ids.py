@@ -6,8 +6,8 @@ from typing import Any
 
 import numpy as np
 
-from contracts._boundaries._ops import host_value
-from contracts._core._arrays import array_kind
+from contracts._boundaries._ops import host_value, number_text
+from contracts._core._arrays import array_kind, is_host
 from contracts._core._registry import Boundary, rule
 from contracts._core._values import Values
 from contracts._core._violation import Finding
@@ -33,8 +33,8 @@ def _unique_ids(obj: Any, values: Values) -> Finding | None:
     negative id collides with sentinel keys such as ATOM's ``-1`` deferred flag."""
     ids = obj.seq_ids
     found = values.any_true(ids < 0, lambda i: Finding(
-        f"seq id{' is ' + str(host_value(ids, i)) if host_value(ids, i) is not None else ''}"
-        " is negative", "seq_ids", position=i, seq_id=host_value(ids, i)))
+        f"seq id{number_text(ids, i)} is negative", "seq_ids", position=i,
+        seq_id=host_value(ids, i)))
     if found or ids.shape[0] < 2:
         return found
     ordered = _sorted(ids)
@@ -43,7 +43,9 @@ def _unique_ids(obj: Any, values: Values) -> Finding | None:
 
 
 def _duplicate(ids: Any, value: int | None) -> Finding:
-    if value is None or array_kind(ids) != "numpy":
+    """Name the second occurrence of a repeated id, when the ids are readable here."""
+    if value is None or not is_host(ids):
         return Finding("a seq id appears twice", "seq_ids")
-    second = int(np.flatnonzero(ids == value)[1])
-    return Finding(f"seq id {value} appears twice", "seq_ids", position=second, seq_id=value)
+    first, second = np.flatnonzero(np.asarray(ids) == value)[:2].tolist()
+    return Finding(f"seq id {value} appears twice (first at batch position {first})",
+                   "seq_ids", position=second, seq_id=value)

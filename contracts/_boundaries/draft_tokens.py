@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from contracts._boundaries._types import Array, Index
+from contracts._core._arrays import describe
 from contracts._core._contract import BoundaryObject, boundary_object
 from contracts._core._registry import Boundary, structural_rule
 from contracts._core._validate import report
@@ -15,7 +17,7 @@ from contracts._core._violation import Finding
 
 __all__ = ["DraftTokens"]
 
-_INT64 = np.iinfo(np.int64)
+_ID_DTYPES = ("int32", "int64")
 
 
 @boundary_object(Boundary.SCHEDULE, minimums={"mtp_k": 1, "vocab_size": 1})
@@ -31,11 +33,11 @@ class DraftTokens(BoundaryObject):
     """Draft tokens per decode seq."""
     vocab_size: int
     """Vocabulary size; placeholders and drafts are in ``[0, vocab_size)``."""
-    seq_ids: Index[Array, num_decode]
+    seq_ids: Index[Array, "num_decode"]
     """The decode seqs, in batch order: row ``i`` belongs to ``seq_ids[i]``."""
     draft_token_ids: Index[Array, "num_decode mtp_k"]
     """Draft ids, then placeholder ids for the slots without a real draft."""
-    num_drafts: Index[Array, num_decode]
+    num_drafts: Index[Array, "num_decode"]
     """Real drafts per row, in ``[0, mtp_k]``."""
 
     @classmethod
@@ -56,84 +58,114 @@ class DraftTokens(BoundaryObject):
         per seq (the seq's own last token is a good choice). A seq with more than
         ``mtp_k`` drafts, or drafts for a seq not in ``seq_ids``, is a violation.
         """
+        dtype = _id_dtype(dtype)
         if not isinstance(drafts, Mapping):
-            report("DraftTokens", [("SG001", Finding(
+            _report([("SG001", Finding(
                 f"drafts must be a mapping of seq id to drafts, got {type(drafts).__name__}",
-                "draft_token_ids"))])
+                "draft_token_ids", expected="Mapping[int, ids]", actual=type(drafts).__name__))])
             drafts = {}
-        ids = _int_array(seq_ids, "seq_ids")
+        ids = _int_array(seq_ids, "seq_ids", dtype)
         fill = _placeholders(placeholder, ids.shape[0], dtype)
-        rows = np.empty((ids.shape[0], mtp_k if _is_count(mtp_k) else 0), dtype=dtype)
+        # An invalid mtp_k is the constructor's to report (SG001/SG006), not a row problem.
+        width = int(mtp_k) if _is_count(mtp_k) else 0
+        rows = np.empty((ids.shape[0], width), dtype=dtype)
         counts = np.zeros(ids.shape[0], dtype=dtype)
-        findings = _fill_rows(ids, drafts, rows, counts, fill, mtp_k)
+        findings = _fill_rows(ids, drafts, rows, counts, fill) if width else []
         findings += _strangers(ids, drafts)
-        report("DraftTokens", findings)
-        return cls(mtp_k=mtp_k, vocab_size=vocab_size, seq_ids=ids.astype(dtype, copy=False),
+        _report(findings)
+        return cls(mtp_k=mtp_k, vocab_size=vocab_size, seq_ids=ids.astype(dtype),
                    draft_token_ids=rows, num_drafts=counts)
 
 
+def _report(findings: list[tuple[str, Finding]]) -> None:
+    report("DraftTokens", findings, boundary=Boundary.SCHEDULE.value)
+
+
 def _is_count(value: object) -> bool:
-    return type(value) is int and value >= 1
+    return isinstance(value, int | np.integer) and not isinstance(value, bool) and bool(value >= 1)
 
 
-def _int_array(values: object, field: str) -> np.ndarray:
+def _id_dtype(dtype: Any) -> np.dtype[Any]:
+    """int32 or int64 (numpy or torch spelling); anything else is reported."""
+    name = str(dtype).removeprefix("torch.")
+    if name in _ID_DTYPES:
+        return np.dtype(name)
+    with contextlib.suppress(TypeError):
+        resolved: np.dtype[Any] = np.dtype(dtype)
+        if resolved.name in _ID_DTYPES:
+            return resolved
+    _report([("SG002", Finding(
+        f"ids are stored as int32 or int64, not {dtype!r}", "draft_token_ids",
+        expected="int32|int64", actual=repr(dtype)))])
+    return np.dtype(np.int64)
+
+
+def _int_array(values: object, field: str, dtype: np.dtype[Any]) -> np.ndarray:
+    """A 1-D int64 copy of ``values`` whose entries fit ``dtype``; reported when not."""
     try:
         array = np.asarray(values)
-    except (TypeError, ValueError, OverflowError) as error:
-        report("DraftTokens", [("SG001", Finding(f"cannot be read as ids: {error}", field))])
+    except (TypeError, ValueError, OverflowError, RuntimeError) as error:
+        _report([("SG001", Finding(f"cannot be read as ids: {error}", field))])
         return np.zeros(0, dtype=np.int64)
-    if array.ndim != 1 or not (array.size == 0 or np.issubdtype(array.dtype, np.integer)):
-        report("DraftTokens", [("SG002", Finding(
-            f"expected a 1-D sequence of integer ids, got {array.dtype}[{array.shape}]", field))])
+    is_ids = array.size == 0 or np.issubdtype(array.dtype, np.integer)
+    if array.ndim != 1 or not is_ids or not _fits(array, dtype):
+        _report([("SG002", Finding(
+            f"expected a 1-D sequence of integer ids that fit {dtype}, got {describe(array)}",
+            field, expected=f"{dtype}[n]", actual=describe(array)))])
         return np.zeros(0, dtype=np.int64)
-    return array.astype(np.int64, copy=False)
+    return array.astype(np.int64)
 
 
-def _placeholders(placeholder: object, n: int, dtype: Any) -> np.ndarray:
+def _placeholders(placeholder: object, n: int, dtype: np.dtype[Any]) -> np.ndarray:
+    """One placeholder id per row, from a single id or one id per decode seq."""
+    fill: np.ndarray | None = None
     if isinstance(placeholder, int | np.integer) and not isinstance(placeholder, bool):
         value = int(placeholder)
-        in_range = _INT64.min <= value <= _INT64.max
-        fill = np.full(n if in_range else 0, value if in_range else 0, dtype=np.int64)
-    else:
-        fill = _int_array(placeholder, "placeholder")
-    if fill.shape[0] != n or not _fits(fill, dtype):
-        report("DraftTokens", [("SG108", Finding(
-            f"one valid placeholder id per decode seq expected ({n} seqs)", "draft_token_ids"))])
+        if np.iinfo(dtype).min <= value <= np.iinfo(dtype).max:
+            return np.full(n, value, dtype=np.int64)
+    elif placeholder is not None:
+        fill = _ids_or_none(placeholder, dtype)
+    if fill is None or fill.shape[0] != n:
+        _report([("SG108", Finding(
+            f"placeholder must be one id, or one id per decode seq, that fits {dtype}; "
+            f"got {describe(placeholder)}", "draft_token_ids",
+            expected=f"an int or {n} ids", actual=describe(placeholder)))])
         return np.zeros(n, dtype=np.int64)
     return fill
 
 
-def _as_drafts(raw: object) -> np.ndarray | None:
+def _ids_or_none(raw: object, dtype: np.dtype[Any]) -> np.ndarray | None:
+    """``raw`` as 1-D int64 ids that fit ``dtype`` (None: no ids), or None when it is not."""
     if raw is None:
         return np.zeros(0, dtype=np.int64)
     try:
         array = np.asarray(raw)
-    except (TypeError, ValueError, OverflowError):
+    except (TypeError, ValueError, OverflowError, RuntimeError):
         return None
-    if array.ndim != 1 or not (array.size == 0 or np.issubdtype(array.dtype, np.integer)):
+    is_ids = array.size == 0 or np.issubdtype(array.dtype, np.integer)
+    if array.ndim != 1 or not is_ids or not _fits(array, dtype):
         return None
-    if array.size and (array.min() < _INT64.min or array.max() > _INT64.max):
-        return None
-    return array.astype(np.int64, copy=False)
+    return array.astype(np.int64)
 
 
 def _fill_rows(
-    ids: np.ndarray, drafts: Mapping[int, Any], rows: np.ndarray, counts: np.ndarray,
-    fill: np.ndarray, mtp_k: int,
+    ids: np.ndarray, drafts: Mapping[Any, Any], rows: np.ndarray, counts: np.ndarray,
+    fill: np.ndarray,
 ) -> list[tuple[str, Finding]]:
+    """Write each decode seq's drafts, then its placeholder, into its own row."""
     findings: list[tuple[str, Finding]] = []
     width = rows.shape[1]
     for row, seq_id in enumerate(ids.tolist()):
-        own = _as_drafts(drafts.get(seq_id))
-        if own is None or not _fits(own, rows.dtype):
+        own = _ids_or_none(drafts.get(seq_id), rows.dtype)
+        if own is None:
             findings.append(("SG002", Finding(
                 f"drafts are not 1-D integer ids that fit {rows.dtype}", "draft_token_ids",
-                position=row, seq_id=seq_id)))
+                position=row, seq_id=seq_id, actual=describe(drafts.get(seq_id)))))
             own = np.zeros(0, dtype=np.int64)
         if own.shape[0] > width:
             findings.append(("SG102", Finding(
                 f"seq has {own.shape[0]} drafts", "draft_token_ids", position=row,
-                seq_id=seq_id, expected=f"at most mtp_k={mtp_k}")))
+                seq_id=seq_id, expected=f"at most mtp_k={width}")))
             own = own[:width]
         rows[row, : own.shape[0]] = own
         rows[row, own.shape[0] :] = fill[row]
@@ -141,7 +173,7 @@ def _fill_rows(
     return findings
 
 
-def _fits(values: np.ndarray, dtype: Any) -> bool:
+def _fits(values: np.ndarray, dtype: np.dtype[Any]) -> bool:
     info = np.iinfo(dtype)
     return values.size == 0 or bool(values.min() >= info.min and values.max() <= info.max)
 
@@ -151,9 +183,15 @@ def _strangers(ids: np.ndarray, drafts: Mapping[int, Any]) -> list[tuple[str, Fi
     extra = [key for key in drafts if key not in known]
     if not extra:
         return []
+    stranger = extra[0]
+    more = f" ({len(extra) - 1} more such seqs)" if len(extra) > 1 else ""
+    if isinstance(stranger, int | np.integer) and not isinstance(stranger, bool):
+        return [("SG114", Finding(
+            f"has drafts but is not a decode seq of this batch{more}", "draft_token_ids",
+            seq_id=int(stranger)))]
     return [("SG114", Finding(
-        f"drafts given for seq {extra[0]!r}, which is not a decode seq of this batch",
-        "draft_token_ids", seq_id=extra[0] if isinstance(extra[0], int) else None))]
+        f"drafts given for key {stranger!r}, which is not a decode seq id of this batch{more}",
+        "draft_token_ids"))]
 
 
 structural_rule(

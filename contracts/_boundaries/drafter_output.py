@@ -22,7 +22,7 @@ class DrafterOutput(BoundaryObject):
     """Draft tokens per seq."""
     vocab_size: int
     """Vocabulary size of the embedding the drafts will be fed to."""
-    seq_ids: Index[Array, num_seqs]
+    seq_ids: Index[Array, "num_seqs"]
     """The seqs the drafter ran on, in its batch order."""
     draft_token_ids: Index[Array, "num_seqs mtp_k"]
     """Proposed ids, every one in ``[0, vocab_size)``."""

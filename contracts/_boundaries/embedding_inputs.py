@@ -6,8 +6,9 @@ from typing import Any
 
 import numpy as np
 
-from contracts._boundaries._ops import host_value, value_text
+from contracts._boundaries._ops import host_value, number_text, value_text
 from contracts._boundaries._types import Array, Index
+from contracts._core._arrays import array_kind, is_host
 from contracts._core._contract import BoundaryObject, boundary_object
 from contracts._core._registry import Boundary, rule
 from contracts._core._values import Values
@@ -23,7 +24,7 @@ class _TokenStream(BoundaryObject):
 
     def _sg_token_position(self, token: int) -> int | None:
         starts: Any = getattr(self, "query_start_loc", None)
-        if starts is None or not (isinstance(starts, np.ndarray) or starts.device.type == "cpu"):
+        if array_kind(starts) is None or not is_host(starts) or starts.ndim != 1:
             return None
         starts = np.asarray(starts)
         position = int(np.searchsorted(starts, token, side="right")) - 1
@@ -40,15 +41,15 @@ class ModelInput(_TokenStream):
     """KV-cache slots (blocks × block size); slot ``-1`` means "do not write"."""
     num_tokens: int
     """Length of the flat token stream."""
-    seq_ids: Index[Array, num_seqs]
+    seq_ids: Index[Array, "num_seqs"]
     """Sequences in batch order."""
-    input_ids: Index[Array, num_tokens]
+    input_ids: Index[Array, "num_tokens"]
     """Token ids to embed, every one in ``[0, vocab_size)``."""
-    positions: Index[Array, num_tokens]
+    positions: Index[Array, "num_tokens"]
     """Position of each token in its sequence."""
-    slot_mapping: Index[Array, num_tokens]
+    slot_mapping: Index[Array, "num_tokens"]
     """KV-cache slot each token writes, or ``-1`` for padding."""
-    query_start_loc: Index[Array, num_seqs+1]
+    query_start_loc: Index[Array, "num_seqs+1"]
     """Start of each seq's span in the flat stream, then ``num_tokens``."""
 
 
@@ -60,15 +61,15 @@ class DrafterInput(_TokenStream):
     """Rows of the MTP head's own ``embed_tokens``."""
     num_tokens: int
     """Length of the flat token stream."""
-    seq_ids: Index[Array, num_seqs]
+    seq_ids: Index[Array, "num_seqs"]
     """Sequences in batch order (discarded chunked-prefill rows included)."""
-    input_ids: Index[Array, num_tokens]
+    input_ids: Index[Array, "num_tokens"]
     """Token ids the MTP head embeds, every one in ``[0, vocab_size)``: no ``-1``."""
-    positions: Index[Array, num_tokens]
+    positions: Index[Array, "num_tokens"]
     """Position of each token in its sequence."""
-    query_start_loc: Index[Array, num_seqs+1]
+    query_start_loc: Index[Array, "num_seqs+1"]
     """Start of each seq's span in the flat stream, then ``num_tokens``."""
-    sample_indices: Index[Array, num_seqs]
+    sample_indices: Index[Array, "num_seqs"]
     """Per seq, the flat index of the token whose hidden state drafts the next token."""
 
 
@@ -101,7 +102,7 @@ def _sample_indices(obj: DrafterInput, values: Values) -> Finding | None:
     starts, picks = obj.query_start_loc, obj.sample_indices
     bad = (picks < starts[:-1]) | (picks >= starts[1:])
     return values.any_true(bad, lambda i: Finding(
-        f"sample index{value_text(picks, i)} is outside the seq's span "
+        f"sample index{number_text(picks, i)} is outside the seq's span "
         f"[{host_value(starts, i)}, {host_value(starts, i + 1)})", "sample_indices", position=i))
 
 

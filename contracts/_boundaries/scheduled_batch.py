@@ -8,6 +8,7 @@ import numpy as np
 
 from contracts._boundaries._ops import arange_like, host_value, row_col, value_text
 from contracts._boundaries._types import Array, Bool, Index
+from contracts._core._arrays import array_kind, dtype_name, is_host
 from contracts._core._contract import BoundaryObject, boundary_object
 from contracts._core._registry import Boundary, rule
 from contracts._core._values import Values
@@ -38,23 +39,23 @@ class ScheduledBatch(BoundaryObject):
     """How many seqs of the batch are in the decode phase."""
     num_tokens: int
     """Total scheduled tokens: the length of the flat token stream."""
-    seq_ids: Index[Array, num_seqs]
+    seq_ids: Index[Array, "num_seqs"]
     """Sequence ids in batch order; unique and non-negative."""
-    is_decode: Bool[Array, num_seqs]
+    is_decode: Bool[Array, "num_seqs"]
     """Phase of each seq: True for decode, False for (chunked) prefill."""
-    num_scheduled_tokens: Index[Array, num_seqs]
+    num_scheduled_tokens: Index[Array, "num_seqs"]
     """Tokens scheduled per seq this step: a prefill chunk, or ``mtp_k + 1`` for decode."""
-    context_lens: Index[Array, num_seqs]
+    context_lens: Index[Array, "num_seqs"]
     """Tokens in each seq's KV context after this step, scheduled tokens included."""
     block_tables: Index[Array, "num_seqs max_blocks"]
     """KV-cache block ids per seq, padded with -1; the first entry is never padding."""
-    token_ids: Index[Array, num_tokens]
+    token_ids: Index[Array, "num_tokens"]
     """The flat scheduled token ids in batch order; each seq's span is contiguous."""
     draft_token_ids: Index[Array, "num_decode mtp_k"]
     """One draft row per decode seq, in batch order; placeholders are valid ids."""
-    num_drafts: Index[Array, num_decode]
+    num_drafts: Index[Array, "num_decode"]
     """Real drafts in each row, in ``[0, mtp_k]``; the rest of the row is placeholder."""
-    state_slots: Index[Array, num_seqs] | None = None
+    state_slots: Index[Array, "num_seqs"] | None = None
     """Per-request state slot (hybrid/linear-attention models), when the model has one."""
     draft_placeholder: int | None = None
     """A draft value the runner overwrites before embedding (e.g. vLLM's async ``-1``)."""
@@ -65,29 +66,63 @@ class ScheduledBatch(BoundaryObject):
             return np.flatnonzero(self.is_decode)
         return self.is_decode.nonzero().reshape(-1)
 
+    def _host_decode_positions(self) -> np.ndarray | None:
+        """Decode positions when ``is_decode`` is a host bool vector, else None (no sync)."""
+        flags: Any = self.is_decode
+        if array_kind(flags) is None or not is_host(flags):
+            return None
+        if flags.ndim != 1 or dtype_name(flags) != "bool":
+            return None
+        return np.flatnonzero(np.asarray(flags))
+
     def _sg_locate_missing(self, dim: str, index: int) -> tuple[int, int | None, str] | None:
         """Where the first seq without an entry sits, for short per-seq or draft arrays."""
         if dim == "num_seqs":
             return index, host_value(self.seq_ids, index), "that seq has no entry"
-        if dim == "num_decode":
-            position = host_value(self.decode_positions(), index)
-            if position is None:
-                return None
-            seq_id = host_value(self.seq_ids, position)
-            return position, seq_id, "decode seq without a draft row"
-        return None
+        if dim != "num_decode":
+            return None
+        positions = self._host_decode_positions()
+        if positions is None:
+            return None
+        row, detail = self._missing_draft_row(index, positions.shape[0])
+        if row >= positions.shape[0]:
+            return None
+        position = int(positions[row])
+        return position, host_value(self.seq_ids, position), detail
+
+    def _missing_draft_row(self, rows: int, num_decode: int) -> tuple[int, str]:
+        """The decode row (in decode order) of the seq whose entry is missing.
+
+        A compacted draft array drops the rows of the seqs without drafts, so the row
+        that is missing is not the last one. When ``num_drafts`` still holds one count
+        per decode seq, the seqs it marks draft-less are exactly the missing rows;
+        otherwise the first decode seq past the end of the array is named.
+        """
+        counts: Any = self.num_drafts
+        if (
+            array_kind(counts) is not None
+            and is_host(counts)
+            and counts.ndim == 1
+            and counts.shape[0] == num_decode
+        ):
+            draftless = np.flatnonzero(np.asarray(counts) == 0)
+            if draftless.shape[0] == num_decode - rows:
+                return int(draftless[0]), "decode seq has no drafts and no draft row"
+        return rows, "decode seq without a draft row"
 
     def _sg_token_position(self, token: int) -> int | None:
-        counts = self.num_scheduled_tokens
-        if not isinstance(counts, np.ndarray):
-            counts = counts.numpy() if counts.device.type == "cpu" else None
-        if counts is None:
+        counts: Any = self.num_scheduled_tokens
+        if array_kind(counts) is None or not is_host(counts) or counts.ndim != 1:
             return None
+        counts = np.asarray(counts)
         position = int(np.searchsorted(np.cumsum(counts), token, side="right"))
         return position if position < counts.shape[0] else None
 
     def _sg_decode_row_position(self, row: int) -> int | None:
-        return host_value(self.decode_positions(), row)
+        positions = self._host_decode_positions()
+        if positions is None or not 0 <= row < positions.shape[0]:
+            return None
+        return int(positions[row])
 
 
 _BATCH = ("ScheduledBatch",)

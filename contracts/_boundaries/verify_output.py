@@ -30,11 +30,11 @@ class VerifyOutput(BoundaryObject):
     """Draft tokens per decode seq."""
     vocab_size: int
     """Vocabulary size; every real token is in ``[0, vocab_size)``."""
-    seq_ids: Index[Array, num_decode]
+    seq_ids: Index[Array, "num_decode"]
     """The verified decode seqs, in batch order."""
     token_ids: Index[Array, "num_decode mtp_k+1"]
     """Accepted drafts, one correction/bonus token, then ``-1`` padding."""
-    num_accepted: Index[Array, num_decode]
+    num_accepted: Index[Array, "num_decode"]
     """Accepted drafts per seq, in ``[0, mtp_k]``."""
 
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from contracts._core._config import Mode, current
 from contracts._core._errors import DeferredViolation
+from contracts._core._listeners import notify
 from contracts._core._registry import REGISTRY
 from contracts._core._stats import STATS
 from contracts._core._violation import Finding, Violation
@@ -65,7 +66,7 @@ def submit(verdicts: Sequence[PendingVerdict]) -> None:
     if stacked.is_cuda:
         host = torch.empty(stacked.shape, dtype=stacked.dtype, pin_memory=True)
         host.copy_(stacked, non_blocking=True)
-        event = torch.cuda.Event()
+        event = torch.cuda.Event()  # type: ignore[no-untyped-call]
         event.record()
     else:
         host = stacked.to("cpu")
@@ -107,6 +108,7 @@ def flush_deferred(*, wait: bool = False) -> list[Violation]:
         )
     if found:
         STATS.violations += len(found)
+        notify(found)
         if current().mode is Mode.STRICT:
             raise DeferredViolation.from_violations("deferred device check", found)
         for violation in found:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import itertools
 import textwrap
 
 __all__ = ["field_docs"]
@@ -20,7 +21,7 @@ def field_docs(cls: type) -> dict[str, str]:
         return {}
     docs: dict[str, str] = {}
     statements = body.body
-    for current, following in zip(statements, statements[1:], strict=False):
+    for current, following in itertools.pairwise(statements):
         if (
             isinstance(current, ast.AnnAssign)
             and isinstance(current.target, ast.Name)

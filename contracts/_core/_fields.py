@@ -14,6 +14,8 @@ from typing import Any
 
 __all__ = ["ArrayField", "AxisSpec", "FieldSpec", "ScalarField", "compile_fields"]
 
+# jaxtyping lists numpy's spelling too; validation compares plain names (``bool``).
+_DTYPE_ALIASES = {"bool_": "bool"}
 _AXIS = re.compile(r"^(?:(?P<size>\d+)|(?P<name>[A-Za-z_]\w*)(?P<offset>[+-]\d+)?)$")
 
 
@@ -95,7 +97,8 @@ def _field(name: str, hint: Any, minimum: int | None, owner: str, dims: set[str]
     inner, optional = _split_optional(hint)
     if hasattr(inner, "dim_str") and hasattr(inner, "dtypes"):
         axes = parse_axes(inner.dim_str, f"{owner}.{name}")
-        return ArrayField(name, frozenset(inner.dtypes), axes, optional, hint)
+        dtypes = frozenset(_DTYPE_ALIASES.get(d, d) for d in inner.dtypes)
+        return ArrayField(name, dtypes, axes, optional, hint)
     if inner in (int, bool):
         return ScalarField(name, inner, minimum, optional, inner is int and name in dims)
     raise TypeError(f"{owner}.{name}: contract fields are jaxtyping arrays or ints, not {hint!r}")
@@ -122,7 +125,9 @@ def compile_fields(
         if axis.name
     }
     minimums = minimums or {}
-    specs = [_field(name, hint, minimums.get(name), cls.__name__, dims) for name, hint in hints.items()]
+    specs = [
+        _field(name, hint, minimums.get(name), cls.__name__, dims) for name, hint in hints.items()
+    ]
     scalars = [s for s in specs if isinstance(s, ScalarField)]
     arrays = [s for s in specs if isinstance(s, ArrayField)]
     return (*scalars, *arrays)

@@ -9,6 +9,7 @@ Hypothesis tests hold the two to the same verdict.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -31,10 +32,8 @@ def _dtype_set(names: frozenset[str]) -> set[Any]:
     """numpy dtypes now; torch's are added the first time a tensor is seen."""
     allowed: set[Any] = set()
     for name in names:
-        try:
+        with contextlib.suppress(TypeError):
             allowed.add(np.dtype(name))
-        except TypeError:
-            pass
     _DTYPE_SETS.append((allowed, names))
     if _torch_registered:
         _add_torch_dtypes(allowed, names)
@@ -249,7 +248,10 @@ def _dimension_mismatch(
     finding = Finding(reason, spec.name, expected=f"{axis}={expected}", actual=str(length))
     locate = getattr(walk.obj, "_sg_locate_missing", None)
     if axis.name and locate is not None and length < expected:
-        where = locate(axis.name, length)
+        try:
+            where = locate(axis.name, length)
+        except Exception:  # locating is a courtesy; the mismatch is reported either way
+            where = None
         if where is not None:
             position, seq_id, detail = where
             finding = Finding(f"{detail}: {reason}", spec.name, position=position,

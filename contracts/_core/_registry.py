@@ -92,9 +92,8 @@ def rule(
         why = inspect.cleandoc(check.__doc__ or "")
         if not why:
             raise ValueError(f"rule {code} needs a docstring saying why it exists")
-        return _register(
-            Rule(code, title, boundary, depth, why, bug, tuple(applies_to), frozenset(fields), check)
-        )
+        subjects, names = tuple(applies_to), frozenset(fields)
+        return _register(Rule(code, title, boundary, depth, why, bug, subjects, names, check))
 
     return register
 

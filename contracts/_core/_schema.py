@@ -27,17 +27,19 @@ def _nested(element: Any, rank: int) -> Any:
 def _model_field(spec: FieldSpec, doc: str | None) -> tuple[Any, Any]:
     if isinstance(spec, ScalarField):
         hint: Any = spec.type | None if spec.optional else spec.type
-        default = None if spec.optional else ...
-        return hint, pydantic.Field(default, ge=spec.minimum, description=doc)
+        if spec.optional:
+            return hint, pydantic.Field(None, ge=spec.minimum, description=doc)
+        return hint, pydantic.Field(..., ge=spec.minimum, description=doc)
     assert isinstance(spec, ArrayField)
     element = bool if spec.dtypes == frozenset({"bool"}) else int
     hint = _nested(element, len(spec.axes))
-    extra = {"x-dtype": sorted(spec.dtypes), "x-shape": [str(a) for a in spec.axes]}
+    extra: dict[str, Any] = {
+        "x-dtype": sorted(spec.dtypes),
+        "x-shape": [str(a) for a in spec.axes],
+    }
     if spec.optional:
-        hint = hint | None
-    return hint, pydantic.Field(
-        None if spec.optional else ..., description=doc, json_schema_extra=extra
-    )
+        return hint | None, pydantic.Field(None, description=doc, json_schema_extra=extra)
+    return hint, pydantic.Field(..., description=doc, json_schema_extra=extra)
 
 
 def schema_model(cls: type) -> type[pydantic.BaseModel]:

@@ -16,6 +16,7 @@ from typing import Any
 from contracts._core._config import Collect, Config, Depth, Mode, current
 from contracts._core._errors import ContractViolation
 from contracts._core._fields import FieldSpec
+from contracts._core._listeners import notify
 from contracts._core._metadata import metadata_findings
 from contracts._core._registry import REGISTRY, Rule, rules_for
 from contracts._core._stats import STATS
@@ -44,7 +45,9 @@ class Plan:
         return self._rules
 
 
-def _violation(obj: Any, plan: Plan, code: str, finding: Finding, bindings: dict[str, int]) -> Violation:
+def _violation(
+    obj: Any, plan: Plan, code: str, finding: Finding, bindings: dict[str, int]
+) -> Violation:
     rule = REGISTRY[code]
     finding = _locate(obj, finding)
     return Violation.from_finding(
@@ -74,7 +77,9 @@ def _locate(obj: Any, finding: Finding) -> Finding:
     )
 
 
-def _metadata(obj: Any, plan: Plan, first_only: bool) -> tuple[list[Violation], set[str], dict[str, int]]:
+def _metadata(
+    obj: Any, plan: Plan, first_only: bool
+) -> tuple[list[Violation], set[str], dict[str, int]]:
     findings, bindings = metadata_findings(obj, plan.fields, plan.subject, first_only=first_only)
     violations = [_violation(obj, plan, code, f, bindings) for code, f in findings]
     return violations, {f.field for _, f in findings if f.field}, bindings
@@ -113,27 +118,38 @@ def _value_violations(
 
 def _report(config: Config, subject: str, violations: Sequence[Violation]) -> None:
     STATS.violations += len(violations)
+    notify(violations)
     if config.mode is Mode.STRICT:
         raise ContractViolation.from_violations(subject, violations)
     for violation in violations:
         _log.warning("specguard: %s", violation.format())
 
 
-def report(subject: str, findings: Sequence[tuple[str, Finding]]) -> None:
-    """Report findings made outside :func:`validate` (e.g. by a constructor) by mode."""
+def report(
+    subject: str, findings: Sequence[tuple[str, Finding]], *, boundary: str | None = None
+) -> None:
+    """Report findings made outside :func:`validate` (e.g. by a constructor) by mode.
+
+    ``boundary`` names the hand-over (default: each rule's own); with ``collect="first"``
+    only the first finding is reported, as :func:`validate` does.
+    """
     config = current()
     if config.mode is Mode.OFF or not findings:
         return
+    if config.collect is Collect.FIRST:
+        findings = findings[:1]
     violations = [
         Violation.from_finding(f, code=code, title=REGISTRY[code].title,
-                               boundary=REGISTRY[code].boundary.value, subject=subject,
-                               bindings={})
+                               boundary=boundary or REGISTRY[code].boundary.value,
+                               subject=subject, bindings={})
         for code, f in findings
     ]
     _report(config, subject, violations)
 
 
-def validate(obj: Any, *, depth: Depth | str | None = None, config: Config | None = None) -> list[Violation]:
+def validate(
+    obj: Any, *, depth: Depth | str | None = None, config: Config | None = None
+) -> list[Violation]:
     """Check ``obj`` under the current mode; raise, log or return its violations.
 
     Returns the violations found (empty when clean or when the mode is off), which is

@@ -91,6 +91,8 @@ class Values:
     def _on_device(self, bad: Any, explain: Explain) -> Finding | None:
         import torch
 
+        if bad.device.type == "meta":
+            return None  # meta tensors carry shapes only: there are no values to check
         flat = bad.reshape(-1)
         policy = self._config.device_values
         if policy is DeviceValues.ASSERT:

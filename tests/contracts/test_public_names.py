@@ -1,0 +1,61 @@
+"""The public APIs are curated: ``__all__`` is sorted, complete and deliberate."""
+
+from __future__ import annotations
+
+import types
+
+import pytest
+
+import adapters
+import contracts
+
+CONTRACTS_API = (
+    "BOUNDARY_OBJECTS", "DIMENSIONS", "PLACEHOLDER", "REGISTRY", "STATS", "Array", "ArrayField",
+    "Bool", "Boundary", "BoundaryObject", "Collect", "Config", "ConfigError", "ContractViolation",
+    "DeferredViolation", "Depth", "DeviceValues", "Dim", "DraftTokens", "DrafterInput",
+    "DrafterOutput", "Finding", "Index", "Mode", "ModelInput", "Rule", "ScalarField",
+    "ScheduledBatch", "SnapshotError", "Values", "VerifyOutput", "Violation", "boundary_object",
+    "checking", "configure", "current_config", "describe", "field_docs", "fields_of",
+    "flush_deferred", "json_schema", "listening", "pending_deferred", "report", "restore_config",
+    "rule", "schema_model", "structural_rule", "validate",
+)
+
+
+def _isort_key(name: str) -> tuple[int, str]:
+    """ruff's __all__ order (RUF022): CONSTANTS, then Classes, then functions."""
+    group = 0 if name.isupper() else 1 if name[:1].isupper() else 2
+    return group, name
+
+
+def _public_names(module: types.ModuleType) -> set[str]:
+    """Names a user can reach without an underscore, submodules aside."""
+    return {
+        name for name, value in vars(module).items()
+        if not name.startswith("_") and not isinstance(value, types.ModuleType)
+    }
+
+
+@pytest.mark.parametrize("module", [contracts, adapters], ids=lambda m: m.__name__)
+def test_all_is_sorted_and_equals_the_public_names(module):
+    """__all__ is sorted, has no duplicates and lists exactly the public names."""
+    assert module.__all__ == sorted(module.__all__, key=_isort_key)
+    assert len(set(module.__all__)) == len(module.__all__)
+    assert set(module.__all__) == _public_names(module)
+
+
+def test_contracts_api_is_locked():
+    """Adding or removing a public name of contracts is a deliberate edit of this list."""
+    assert tuple(contracts.__all__) == CONTRACTS_API
+
+
+def test_adapters_exports_guard():
+    """The guard decorator is part of the adapters API."""
+    assert "guard" in adapters.__all__
+    assert callable(adapters.guard)
+
+
+def test_exceptions_present_themselves_as_public():
+    """Tracebacks show contracts.ContractViolation, not the private module path."""
+    for error in (contracts.ContractViolation, contracts.DeferredViolation,
+                  contracts.SnapshotError, contracts.ConfigError):
+        assert error.__module__ == "contracts"

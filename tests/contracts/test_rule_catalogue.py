@@ -1,0 +1,257 @@
+"""Every rule in the registry, both ways: clean objects pass, a violation is pinned.
+
+The table below holds one violating object per rule code (a few codes have more); a
+test fails when a registered rule has no row, so adding a rule means adding its case.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+from contract_builders import CLEAN, build, convert
+
+import contracts
+from contracts import Array, Index, boundary_object
+
+SB, DT, MI = contracts.ScheduledBatch, contracts.DraftTokens, contracts.ModelInput
+DI, VO, DO = contracts.DrafterInput, contracts.VerifyOutput, contracts.DrafterOutput
+
+
+@boundary_object(contracts.Boundary.ANY)
+class HeadSplit(contracts.BoundaryObject):
+    """Two fields sharing a dimension that no dedicated rule owns."""
+
+    queries: Index[Array, "num_heads"]
+    keys: Index[Array, "num_heads"]
+
+
+def _bad_block_tables() -> np.ndarray:
+    tables = CLEAN[SB]["block_tables"].copy()
+    tables[3, 1] = -1  # seq 43 needs two blocks; its second is padding
+    return tables
+
+
+def _torch_is_decode() -> object:
+    return convert(np.ones(5, dtype=bool), "torch")
+
+
+Case = tuple[str, str, Callable[[], object], str]
+
+CASES: list[Case] = [
+    ("SG001", "list-for-array", lambda: build(SB, seq_ids=[40, 41, 42, 43, 44]),
+     "SG001 field has the declared type [ScheduledBatch.seq_ids, scheduler → runner]: "
+     "expected a numpy array or torch tensor, got list "
+     "(expected numpy.ndarray | torch.Tensor; actual list)"),
+    ("SG001", "str-for-int", lambda: build(SB, mtp_k="2"),
+     "SG001 field has the declared type [ScheduledBatch.mtp_k, scheduler → runner]: "
+     "expected int, got '2' (expected int; actual str)"),
+    ("SG002", "float-ids", lambda: build(SB, token_ids=np.zeros(15, dtype=np.float32)),
+     "SG002 array has an allowed dtype [ScheduledBatch.token_ids, scheduler → runner]: "
+     "expected dtype int32|int64, got f32[15] (expected int32|int64; actual float32)"),
+    ("SG002", "int-phases", lambda: build(SB, is_decode=np.array([1, 0, 1, 0, 1])),
+     "SG002 array has an allowed dtype [ScheduledBatch.is_decode, scheduler → runner]: "
+     "expected dtype bool, got i64[5] (expected bool; actual int64)"),
+    ("SG003", "flat-table", lambda: build(SB, block_tables=np.zeros(5, dtype=np.int64)),
+     "SG003 array has the declared rank and fixed sizes [ScheduledBatch.block_tables, "
+     "scheduler → runner]: expected 2 axes [num_seqs, max_blocks], got i64[5] "
+     "(expected [num_seqs, max_blocks]; actual i64[5])"),
+    ("SG004", "unowned-dim", lambda: HeadSplit(queries=np.zeros(4, dtype=np.int32),
+                                                keys=np.zeros(3, dtype=np.int32)),
+     "SG004 named dimensions agree across fields [HeadSplit.keys, any boundary]: "
+     "keys is i32[3] but num_heads=4 (expected num_heads=4; actual 3) {num_heads=4}"),
+    ("SG005", "numpy-and-torch", lambda: build(SB, is_decode=_torch_is_decode()),
+     "SG005 one backend and one device per object [ScheduledBatch.is_decode, "
+     "scheduler → runner]: all arrays of one object share a backend and device; seq_ids is "
+     "numpy but is_decode is torch on cpu (expected numpy; actual torch on cpu)"),
+    ("SG006", "zero-mtp-k", lambda: build(SB, mtp_k=0),
+     "SG006 scalar is within its range [ScheduledBatch.mtp_k, scheduler → runner]: "
+     "must be >= 1, got 0 (expected >= 1; actual 0)"),
+    ("SG010", "negative-id", lambda: build(SB, seq_ids=np.array([40, 41, -3, 43, 44])),
+     "SG010 seq ids are unique and non-negative [ScheduledBatch.seq_ids, scheduler → runner]: "
+     "seq -3 at batch position 2: seq id -3 is negative"),
+    ("SG010", "repeated-id", lambda: build(SB, seq_ids=np.array([40, 41, 42, 41, 44])),
+     "SG010 seq ids are unique and non-negative [ScheduledBatch.seq_ids, scheduler → runner]: "
+     "seq 41 at batch position 3: seq id 41 appears twice (first at batch position 1)"),
+    ("SG101", "short-counts", lambda: build(SB, num_drafts=np.array([2, 2])),
+     "SG101 one draft row per decode seq, in batch order [ScheduledBatch.num_drafts, "
+     "scheduler → runner]: seq 44 at batch position 4: decode seq without a draft row: "
+     "num_drafts is i64[2] but num_decode=3 (expected num_decode=3; actual 2)"),
+    ("SG102", "wide-rows", lambda: build(SB, draft_token_ids=np.zeros((3, 3), dtype=np.int64)),
+     "SG102 row width follows mtp_k [ScheduledBatch.draft_token_ids, scheduler → runner]: "
+     "draft_token_ids is i64[3,3] but mtp_k=2 (expected mtp_k=2; actual 3)"),
+    ("SG102", "verify-width", lambda: build(VO, token_ids=np.zeros((3, 2), dtype=np.int64)),
+     "SG102 row width follows mtp_k [VerifyOutput.token_ids, verifier → drafter]: "
+     "token_ids is i64[3,2] but mtp_k+1=3 (expected mtp_k+1=3; actual 2)"),
+    ("SG103", "decode-width", lambda: build(SB, num_scheduled_tokens=np.array([3, 4, 3, 2, 4]),
+                                            num_tokens=16, token_ids=np.arange(16)),
+     "SG103 decode seqs are scheduled exactly mtp_k+1 tokens [ScheduledBatch."
+     "num_scheduled_tokens, scheduler → runner]: seq 44 at batch position 4: decode seq "
+     "scheduled 4 tokens (expected mtp_k+1=3)"),
+    ("SG104", "short-stream", lambda: build(SB, token_ids=np.arange(14)),
+     "SG104 flat token stream has num_tokens entries [ScheduledBatch.token_ids, "
+     "scheduler → runner]: token_ids is i64[14] but num_tokens=15 "
+     "(expected num_tokens=15; actual 14)"),
+    ("SG105", "short-per-seq", lambda: build(SB, context_lens=np.array([9, 4, 17, 6])),
+     "SG105 one entry per seq in every per-seq array [ScheduledBatch.context_lens, "
+     "scheduler → runner]: seq 44 at batch position 4: that seq has no entry: context_lens "
+     "is i64[4] but num_seqs=5 (expected num_seqs=5; actual 4)"),
+    ("SG106", "total", lambda: build(SB, num_tokens=16, token_ids=np.arange(16)),
+     "SG106 num_tokens is the sum of the per-seq counts [ScheduledBatch.num_scheduled_tokens, "
+     "scheduler → runner]: sum(num_scheduled_tokens) differs from num_tokens "
+     "(expected num_tokens=16; actual 15)"),
+    ("SG107", "phase-count", lambda: build(
+        SB, is_decode=np.array([True, True, True, False, True]),
+        num_scheduled_tokens=np.array([3, 3, 3, 3, 3])),
+     "SG107 phases agree with num_decode; prefill seqs schedule at least one token "
+     "[ScheduledBatch.is_decode, scheduler → runner]: is_decode marks a different number of "
+     "decode seqs (expected num_decode=3; actual 4)"),
+    ("SG107", "empty-prefill", lambda: build(SB, num_scheduled_tokens=np.array([3, 0, 3, 6, 3])),
+     "SG107 phases agree with num_decode; prefill seqs schedule at least one token "
+     "[ScheduledBatch.num_scheduled_tokens, scheduler → runner]: seq 41 at batch position 1: "
+     "prefill seq scheduled no tokens (expected >= 1)"),
+    ("SG108", "batch-draft", lambda: build(SB, draft_token_ids=np.array([[5, 6], [7, -1], [0, 0]])),
+     "SG108 draft token ids are valid vocabulary ids [ScheduledBatch.draft_token_ids, "
+     "scheduler → runner]: seq 42 at batch position 2: draft 1 of row 1 is -1 "
+     "(expected 0 <= id < vocab_size=32)"),
+    ("SG108", "drafter-output", lambda: build(
+        DO, draft_token_ids=np.array([[1, 2], [3, 4], [5, 99]])),
+     "SG108 draft token ids are valid vocabulary ids [DrafterOutput.draft_token_ids, "
+     "drafter → scheduler]: seq 9 at batch position 2: draft 1 of row 2 is 99 "
+     "(expected 0 <= id < vocab_size=32)"),
+    ("SG109", "count", lambda: build(SB, num_drafts=np.array([2, 3, 0])),
+     "SG109 real-draft counts are within [0, mtp_k] [ScheduledBatch.num_drafts, "
+     "scheduler → runner]: seq 42 at batch position 2: row 1 claims 3 drafts "
+     "(expected 0..mtp_k=2)"),
+    ("SG110", "too-few-columns", lambda: build(SB, context_lens=np.array([9, 4, 21, 6, 3])),
+     "SG110 block tables are not empty and cover the context [ScheduledBatch.block_tables, "
+     "scheduler → runner]: seq 42 at batch position 2: context needs 6 blocks, table has 5 "
+     "columns"),
+    ("SG110", "padding-inside", lambda: build(SB, block_tables=_bad_block_tables()),
+     "SG110 block tables are not empty and cover the context [ScheduledBatch.block_tables, "
+     "scheduler → runner]: seq 43 at batch position 3: block table is empty or ends before "
+     "the context does"),
+    ("SG111", "short-context", lambda: build(SB, context_lens=np.array([9, 4, 17, 1, 3])),
+     "SG111 context lengths cover the scheduled tokens [ScheduledBatch.context_lens, "
+     "scheduler → runner]: seq 43 at batch position 3: context length 1 is shorter than the 2 "
+     "scheduled tokens"),
+    ("SG112", "sentinel-token", lambda: build(
+        SB, token_ids=np.where(np.arange(15) == 7, -1, np.arange(15))),
+     "SG112 scheduled token ids are valid vocabulary ids [ScheduledBatch.token_ids, "
+     "scheduler → runner]: seq 42 at batch position 2, token 7: token id is -1 "
+     "(expected 0 <= id < vocab_size=32)"),
+    ("SG113", "negative-slot", lambda: build(SB, state_slots=np.array([0, 1, -1, 3, 4])),
+     "SG113 state slots are real slots [ScheduledBatch.state_slots, scheduler → runner]: "
+     "seq 42 at batch position 2: state slot is -1 (expected >= 0)"),
+    ("SG114", "stranger", lambda: DT.from_mapping(
+        [40, 42, 44], {40: [1, 2], 99: [3]}, mtp_k=2, vocab_size=32),
+     "SG114 drafts belong to decode seqs of the batch [DraftTokens.draft_token_ids, "
+     "scheduler → runner]: seq 99: has drafts but is not a decode seq of this batch"),
+    ("SG201", "accepted", lambda: build(VO, num_accepted=np.array([2, 3, 0])),
+     "SG201 accepted counts are within [0, mtp_k] [VerifyOutput.num_accepted, "
+     "verifier → drafter]: seq 42 at batch position 1: accepted count is 3 "
+     "(expected 0..mtp_k=2)"),
+    ("SG202", "hole", lambda: build(VO, token_ids=np.array([[5, 6, 9], [7, -1, -1], [3, -1, -1]])),
+     "SG202 verify rows are accepted drafts, one token, then -1 padding [VerifyOutput."
+     "token_ids, verifier → drafter]: seq 42 at batch position 1: column 1 (token) is -1 "
+     "(expected 1 accepted + 1 token, then -1)"),
+    ("SG202", "garbage-padding", lambda: build(
+        VO, token_ids=np.array([[5, 6, 9], [7, 1, -1], [3, -1, 4]])),
+     "SG202 verify rows are accepted drafts, one token, then -1 padding [VerifyOutput."
+     "token_ids, verifier → drafter]: seq 44 at batch position 2: column 2 (padding) is 4 "
+     "(expected 0 accepted + 1 token, then -1)"),
+    ("SG301", "sentinel-input", lambda: build(DI, input_ids=np.array([1, 2, 3, -1, 5, 6])),
+     "SG301 no sentinel reaches an embedding [DrafterInput.input_ids, runner → drafter]: "
+     "seq 8 at batch position 1, token 3: input id is -1 (expected 0 <= id < vocab_size=32)"),
+    ("SG301", "model-input", lambda: build(MI, input_ids=np.array([1, 2, 3, 4, 5, 32])),
+     "SG301 no sentinel reaches an embedding [ModelInput.input_ids, runner → target model]: "
+     "seq 9 at batch position 2, token 5: input id is 32 (expected 0 <= id < vocab_size=32)"),
+    ("SG302", "neighbour", lambda: build(DI, sample_indices=np.array([2, 2, 5])),
+     "SG302 each seq samples from a token of its own span [DrafterInput.sample_indices, "
+     "runner → drafter]: seq 8 at batch position 1: sample index 2 is outside the seq's span "
+     "[3, 5)"),
+    ("SG303", "negative-position", lambda: build(MI, positions=np.array([0, 1, 2, -5, 6, 0])),
+     "SG303 positions are non-negative [ModelInput.positions, runner → target model]: "
+     "seq 8 at batch position 1, token 3: position is -5 (expected >= 0)"),
+    ("SG304", "ends", lambda: build(MI, query_start_loc=np.array([1, 3, 5, 6])),
+     "SG304 query_start_loc runs from 0 to num_tokens without going back [ModelInput."
+     "query_start_loc, runner → target model]: spans start at 1 and end at 6 "
+     "(expected 0 and num_tokens=6)"),
+    ("SG304", "backwards", lambda: build(MI, query_start_loc=np.array([0, 4, 3, 6])),
+     "SG304 query_start_loc runs from 0 to num_tokens without going back [ModelInput."
+     "query_start_loc, runner → target model]: seq 8 at batch position 1: span offsets "
+     "decrease"),
+    ("SG305", "past-cache", lambda: build(MI, slot_mapping=np.array([0, 1, 2, 64, 11, -1])),
+     "SG305 slots are within the KV cache or -1 [ModelInput.slot_mapping, "
+     "runner → target model]: seq 8 at batch position 1, token 3: slot is 64 "
+     "(expected -1 <= slot < num_slots=64)"),
+]
+
+
+def _raise_index_error(obj: object, values: object) -> None:
+    np.zeros(127)[127]
+
+
+def _applies(rule: contracts.Rule) -> list[type[contracts.BoundaryObject]]:
+    if "*" in rule.applies_to:
+        return list(contracts.BOUNDARY_OBJECTS)
+    return [cls for cls in contracts.BOUNDARY_OBJECTS if cls.__name__ in rule.applies_to]
+
+
+def test_every_registered_rule_has_a_violation_case():
+    """No rule code is left without a row in the table (SG000 has its own test)."""
+    covered = {code for code, *_ in CASES} | {"SG000"}
+    assert sorted(set(contracts.REGISTRY) - covered) == []
+    assert sorted(covered - set(contracts.REGISTRY)) == []
+
+
+@pytest.mark.parametrize(("code", "make", "message"),
+                         [pytest.param(c, m, msg, id=f"{c}-{name}") for c, name, m, msg in CASES])
+def test_violation_is_caught_with_its_message(code, make, message):
+    """Each violating object raises ContractViolation with its code and pinned message."""
+    with contracts.checking(depth="full"), pytest.raises(
+        contracts.ContractViolation, match=re.escape(message)
+    ) as caught:
+        make()
+    assert caught.value.codes == (code,)
+
+
+@pytest.mark.parametrize("code", sorted(contracts.REGISTRY))
+def test_clean_objects_pass_every_rule(code):
+    """Each object a rule applies to passes it when clean, at full depth, collecting all."""
+    classes = _applies(contracts.REGISTRY[code])
+    assert classes or code == "SG114"
+    with contracts.checking(depth="full", collect="all"):
+        for cls in classes:
+            assert contracts.validate(build(cls)) == []
+
+
+def test_mapping_form_is_clean_for_sg114():
+    """Drafts keyed only by the batch's decode seqs pass the SG114 check of from_mapping."""
+    drafts = DT.from_mapping([40, 42, 44], {40: [1, 2], 44: [3]}, mtp_k=2, vocab_size=32)
+    assert drafts.num_drafts.tolist() == [2, 0, 1]
+
+
+def test_crashing_check_becomes_sg000_not_a_foreign_error(monkeypatch):
+    """A rule whose check raises IndexError is reported as SG000, never as the IndexError."""
+    broken = dataclasses.replace(contracts.REGISTRY["SG112"], check=_raise_index_error)
+    monkeypatch.setattr(SB.__sg_plan__, "_rules", (broken,))
+    with contracts.checking(depth="full"), pytest.raises(contracts.ContractViolation) as caught:
+        build(SB)
+    assert not isinstance(caught.value, IndexError)
+    assert caught.value.codes == ("SG000",)
+    assert re.search(re.escape(
+        "SG000 every check can evaluate [ScheduledBatch, scheduler → runner]: check SG112 "
+        "could not evaluate: IndexError: index 127 is out of bounds for axis 0 with size 127"
+    ), str(caught.value))
+
+
+def test_registry_entries_are_documented():
+    """Every rule has a title, a why and the bug it stops, and its code matches its key."""
+    for code, rule in contracts.REGISTRY.items():
+        assert rule.code == code
+        assert re.fullmatch(r"SG\d{3}", code)
+        assert rule.title and rule.why and rule.bug
