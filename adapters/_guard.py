@@ -24,7 +24,16 @@ from typing import Any, TypeVar, cast
 from beartype.door import TypeHint, is_bearable
 from beartype.roar import BeartypeException
 
-from contracts import BoundaryObject, Finding, Mode, current_config, describe, report, validate
+from contracts import (
+    BoundaryObject,
+    ContractViolation,
+    Finding,
+    Mode,
+    current_config,
+    describe,
+    report,
+    validate,
+)
 
 __all__ = ["guard"]
 
@@ -59,7 +68,13 @@ def check_value(spec: Any, value: Any, label: str, name: str) -> None:
     """Validate one argument (or the return value) of ``label`` against its spec."""
     if _is_boundary_class(spec):
         if isinstance(value, spec):
-            validate(value)
+            try:
+                validate(value)
+            except ContractViolation as error:
+                from adapters.snapshots import capture_object
+
+                capture_object(value, error)
+                raise
             return
         boundary: str = spec.__sg_boundary__
     elif _is_view(spec):

@@ -8,7 +8,19 @@ import numpy as np
 
 from contracts._core._arrays import array_kind, is_host
 
-__all__ = ["arange_like", "host_value", "number_text", "row_col", "value_text"]
+__all__ = [
+    "arange_like",
+    "ceil_div",
+    "clip_columns",
+    "host_value",
+    "number_text",
+    "row_col",
+    "row_entries",
+    "value_text",
+]
+
+
+_UNSIGNED = {np.dtype(np.int32): np.uint32, np.dtype(np.int64): np.uint64}
 
 
 def arange_like(a: Any, n: int) -> Any:
@@ -18,6 +30,47 @@ def arange_like(a: Any, n: int) -> Any:
     import torch
 
     return torch.arange(n, device=a.device)
+
+
+def ceil_div(a: Any, divisor: int) -> Any:
+    """``(a + divisor - 1) // divisor``; a shift (the same floor) for powers of two."""
+    size = int(divisor)
+    if size > 0 and size & (size - 1) == 0:
+        return (a + (divisor - 1)) >> (size.bit_length() - 1)
+    return (a + (divisor - 1)) // divisor
+
+
+def clip_columns(columns: Any, width: int) -> Any:
+    """``columns`` clipped to ``[0, width)`` in place: callers pass a temporary."""
+    if isinstance(columns, np.ndarray):
+        unsigned = _UNSIGNED.get(columns.dtype)
+        # Elementwise max/min are slow integer loops; one unsigned maximum usually shows
+        # that nothing needs clipping (negative columns wrap to huge unsigned values).
+        if unsigned is not None and (
+            columns.size == 0 or np.maximum.reduce(columns.view(unsigned), None) < width
+        ):
+            return columns
+        np.maximum(columns, 0, out=columns)
+        return np.minimum(columns, width - 1, out=columns)
+    return columns.clamp_(0, width - 1)
+
+
+def row_entries(table: Any, columns: Any) -> Any:
+    """``table[i, columns[i]]`` for every row ``i``; ``columns`` must be in range.
+
+    A 2-D fancy index costs several times one gather from the flattened table, which a
+    C-contiguous numpy table offers without a copy; torch has ``gather`` for this.
+    """
+    rows, width = table.shape[0], table.shape[1]
+    if isinstance(table, np.ndarray):
+        if not table.flags.c_contiguous:
+            return table[np.arange(rows), columns]
+        index = np.arange(0, rows * width, width)
+        index += columns
+        return table.reshape(-1)[index]
+    import torch
+
+    return table.gather(1, columns.to(torch.int64).unsqueeze(1)).squeeze(1)
 
 
 def host_value(a: Any, flat_index: int) -> int | None:

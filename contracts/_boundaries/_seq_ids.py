@@ -32,6 +32,12 @@ def _unique_ids(obj: Any, values: Values) -> Finding | None:
     carry-over, output delivery). A repeated id makes two rows claim one request; a
     negative id collides with sentinel keys such as ATOM's ``-1`` deferred flag."""
     ids = obj.seq_ids
+    if isinstance(ids, np.ndarray) and ids.ndim == 1 and ids.shape[0] >= 2:
+        # On the host one sort answers both questions: its first element is the minimum.
+        ordered = np.sort(ids)
+        if ordered[0] >= 0:
+            return values.any_true(ordered[1:] == ordered[:-1],
+                                   lambda i: _duplicate(ids, host_value(ordered, i)))
     found = values.any_true(ids < 0, lambda i: Finding(
         f"seq id{number_text(ids, i)} is negative", "seq_ids", position=i,
         seq_id=host_value(ids, i)))

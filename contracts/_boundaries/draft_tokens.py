@@ -68,7 +68,13 @@ class DraftTokens(BoundaryObject):
         fill = _placeholders(placeholder, ids.shape[0], dtype)
         # An invalid mtp_k is the constructor's to report (SG001/SG006), not a row problem.
         width = int(mtp_k) if _is_count(mtp_k) else 0
-        rows = np.empty((ids.shape[0], width), dtype=dtype)
+        try:
+            rows = np.empty((ids.shape[0], width), dtype=dtype)
+        except (ValueError, MemoryError) as error:  # an mtp_k no draft rows can hold
+            _report([("SG006", Finding(f"rows of mtp_k={mtp_k} cannot be allocated: {error}",
+                                       "mtp_k", expected="a usable draft count",
+                                       actual=str(mtp_k)))])
+            width, rows = 0, np.empty((ids.shape[0], 0), dtype=dtype)
         counts = np.zeros(ids.shape[0], dtype=dtype)
         findings = _fill_rows(ids, drafts, rows, counts, fill) if width else []
         findings += _strangers(ids, drafts)
@@ -180,7 +186,9 @@ def _fits(values: np.ndarray, dtype: np.dtype[Any]) -> bool:
 
 def _strangers(ids: np.ndarray, drafts: Mapping[int, Any]) -> list[tuple[str, Finding]]:
     known = set(ids.tolist())
-    extra = [key for key in drafts if key not in known]
+    # 1.0 and True hash and compare like seq 1: only an integer key names a seq.
+    extra = [key for key in drafts if key not in known
+             or isinstance(key, bool) or not isinstance(key, int | np.integer)]
     if not extra:
         return []
     stranger = extra[0]

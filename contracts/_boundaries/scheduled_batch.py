@@ -6,7 +6,14 @@ from typing import Any
 
 import numpy as np
 
-from contracts._boundaries._ops import arange_like, host_value, row_col, value_text
+from contracts._boundaries._ops import (
+    ceil_div,
+    clip_columns,
+    host_value,
+    row_col,
+    row_entries,
+    value_text,
+)
 from contracts._boundaries._types import Array, Bool, Index
 from contracts._core._arrays import array_kind, dtype_name, is_host
 from contracts._core._contract import BoundaryObject, boundary_object
@@ -166,13 +173,15 @@ def _phases(batch: ScheduledBatch, values: Values) -> Finding | None:
     """``num_decode`` sizes the draft rows and the verifier's output; it must count the
     seqs flagged decode. A prefill seq scheduled no tokens has no span and breaks the
     cumulative offsets of every seq after it."""
-    count = batch.is_decode.sum()
+    flags = batch.is_decode
+    # On the host count_nonzero is a plain C loop, where sum() adds the flags as int64.
+    count = np.intp(np.count_nonzero(flags)) if isinstance(flags, np.ndarray) else flags.sum()
     found = values.any_true(count != batch.num_decode, lambda _: Finding(
         "is_decode marks a different number of decode seqs", "is_decode",
         expected=f"num_decode={batch.num_decode}", actual=str(host_value(count, 0))))
-    if found:
-        return found
-    empty = ~batch.is_decode & (batch.num_scheduled_tokens < 1)
+    if found or (isinstance(flags, np.ndarray) and count == flags.shape[0]):
+        return found  # an all-decode batch has no prefill seq to check
+    empty = ~flags & (batch.num_scheduled_tokens < 1)
     return values.any_true(empty, lambda i: Finding(
         "prefill seq scheduled no tokens", "num_scheduled_tokens", position=i, expected=">= 1"))
 
@@ -189,7 +198,7 @@ def _draft_ids(obj: Any, values: Values) -> Finding | None:
     placeholder = getattr(obj, "draft_placeholder", None)
 
     def explain(i: int) -> Finding:
-        row, col = row_col(i, obj.mtp_k)
+        row, col = row_col(i, drafts.shape[1])  # the rows' own width: mtp_k may be broken
         locate = getattr(obj, "_sg_decode_row_position", None)
         position = locate(row) if locate else row
         return Finding(f"draft {col} of row {row}{value_text(drafts, i)}", "draft_token_ids",
@@ -225,19 +234,19 @@ def _block_tables(batch: ScheduledBatch, values: Values) -> Finding | None:
     Checked in O(num_seqs): the first and the last needed block of each seq."""
     tables, lens = batch.block_tables, batch.context_lens
     num_seqs, max_blocks = tables.shape[0], tables.shape[1]
-    needed = (lens + batch.block_size - 1) // batch.block_size
-    short = needed > max_blocks
-    found = values.any_true(short, lambda i: Finding(
+    needed = ceil_div(lens, batch.block_size)
+    found = values.above(needed, max_blocks, lambda i: Finding(
         f"context needs {host_value(needed, i)} blocks, table has {max_blocks} columns",
         "block_tables", position=i))
     if found or num_seqs == 0:
         return found
     if max_blocks == 0:
         return Finding("block tables have no columns", "block_tables", position=0)
-    rows = arange_like(tables, num_seqs)
-    last = (needed - 1).clip(0, max_blocks - 1)
-    bad = (tables[:, 0] < 0) | (tables[rows, last] < 0)
-    return values.any_true(bad, lambda i: Finding(
+    # One strided column and one gather, never the padded table; for integers,
+    # a | b is negative exactly when a or b is.
+    last = clip_columns(needed - 1, max_blocks)
+    first_or_last = tables[:, 0] | row_entries(tables, last)
+    return values.below(first_or_last, 0, lambda i: Finding(
         "block table is empty or ends before the context does", "block_tables", position=i))
 
 
@@ -277,7 +286,7 @@ def _state_slots(batch: ScheduledBatch, values: Values) -> Finding | None:
     slots = batch.state_slots
     if slots is None:
         return None
-    return values.any_true(slots < 0, lambda i: Finding(
+    return values.below(slots, 0, lambda i: Finding(
         f"state slot{value_text(slots, i)}", "state_slots", position=i, expected=">= 0"))
 
 

@@ -39,7 +39,8 @@ def torch_module() -> Any:
 def array_kind(value: object) -> str | None:
     """``"numpy"``, ``"torch"`` or None for anything that is not an array."""
     if isinstance(value, np.ndarray):
-        return "numpy"
+        # A masked array hides its masked entries from every reduction a value check runs.
+        return None if isinstance(value, np.ma.MaskedArray) else "numpy"
     torch = torch_module()
     if torch is not None and isinstance(value, torch.Tensor):
         return "torch"

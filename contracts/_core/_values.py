@@ -28,22 +28,72 @@ HOST_DEVICE_TYPES: set[str] = {"cpu"}
 
 _UNSIGNED = {np.dtype(np.int32): np.uint32, np.dtype(np.int64): np.uint64}
 
+# Bound once: these run on every validation, and the method wrappers cost more than the
+# reduction itself for the small arrays of a decode step.
+_ndarray = np.ndarray
+_bool_scalars = (np.bool_, bool)
+_count_nonzero = np.count_nonzero
+_maximum = np.maximum.reduce
+_minimum = np.minimum.reduce
+
 
 def _numpy_first_outside(a: np.ndarray, lo: int, hi: int) -> int | None:
+    if a.size == 0:
+        return None
     unsigned = _UNSIGNED.get(a.dtype)
     if unsigned is not None and lo == 0:
-        # Negative ids wrap to huge unsigned values, so one comparison covers both ends.
-        if np.less(a.view(unsigned), hi).all():
+        # Negative ids wrap to huge unsigned values, so one maximum covers both ends.
+        if _maximum(a.view(unsigned), None) < hi:
             return None
-    elif a.size == 0 or (a.min() >= lo and a.max() < hi):
+    elif _minimum(a, None) >= lo and _maximum(a, None) < hi:
         return None
     bad = (a < lo) | (a >= hi)
-    return int(np.flatnonzero(bad.ravel())[0])
+    return int(np.flatnonzero(bad)[0])
+
+
+def _numpy_first_true(mask: np.ndarray) -> int | None:
+    # count_nonzero is a plain C loop: several times cheaper than .any() on small masks.
+    if not _count_nonzero(mask):
+        return None
+    return int(np.flatnonzero(mask)[0])
+
+
+def _host_view(t: Any) -> np.ndarray | None:
+    """A numpy view of a CPU tensor's memory (no copy), or None when torch refuses one."""
+    try:
+        view: np.ndarray = t.numpy()
+    except (RuntimeError, TypeError, ValueError):
+        return None
+    return view
+
+
+def _on_host(t: Any) -> bool:
+    # ``is_cpu`` is an attribute read; ``device.type`` builds a device object first.
+    if t.is_cpu:
+        return "cpu" in HOST_DEVICE_TYPES
+    return bool(t.device.type in HOST_DEVICE_TYPES)
+
+
+def _host_array(a: Any) -> np.ndarray | None:
+    """``a`` itself, or a view of a host tensor's memory; None when values need a device."""
+    if isinstance(a, _ndarray):
+        return a
+    if hasattr(a, "is_cpu") and _on_host(a):
+        return _host_view(a)
+    return None
+
+
+def _first(hits: np.ndarray) -> int | None:
+    found = np.flatnonzero(hits)
+    return int(found[0]) if found.shape[0] else None
 
 
 def _torch_host_first_outside(a: Any, lo: int, hi: int) -> int | None:
     if a.numel() == 0:
         return None
+    view = _host_view(a)
+    if view is not None:
+        return _numpy_first_outside(view, lo, hi)
     import torch
 
     # One pass for both ends: aminmax is the cheapest torch reduction for this.
@@ -52,6 +102,15 @@ def _torch_host_first_outside(a: Any, lo: int, hi: int) -> int | None:
         return None
     bad = (a < lo) | (a >= hi)
     return int(bad.reshape(-1).nonzero()[0, 0])
+
+
+def _torch_host_first_true(mask: Any) -> int | None:
+    view = _host_view(mask)
+    if view is not None:
+        return _numpy_first_true(view)
+    if not bool(mask.any()):
+        return None
+    return int(mask.reshape(-1).nonzero()[0, 0])
 
 
 class Values:
@@ -67,9 +126,9 @@ class Values:
 
     def outside(self, a: Any, lo: int, hi: int, explain: Explain) -> Finding | None:
         """A finding for the first element outside ``[lo, hi)``, else None."""
-        if array_kind(a) == "numpy":
+        if type(a) is _ndarray or array_kind(a) == "numpy":
             index = _numpy_first_outside(a, lo, hi)
-        elif a.device.type in HOST_DEVICE_TYPES:
+        elif _on_host(a):
             index = _torch_host_first_outside(a, lo, hi)
         else:
             return self._on_device((a < lo) | (a >= hi), explain)
@@ -77,16 +136,45 @@ class Values:
 
     def any_true(self, mask: Any, explain: Explain) -> Finding | None:
         """A finding for the first True element of a boolean mask, else None."""
-        if isinstance(mask, np.ndarray | np.generic | bool):
-            mask = np.asarray(mask)
-            if not mask.any():
-                return None
-            return explain(int(np.flatnonzero(mask.ravel())[0]))
-        if mask.device.type in HOST_DEVICE_TYPES:
-            if not bool(mask.any()):
-                return None
-            return explain(int(mask.reshape(-1).nonzero()[0, 0]))
-        return self._on_device(mask, explain)
+        kind = type(mask)
+        if kind is _ndarray:
+            index = _numpy_first_true(mask)
+        elif kind in _bool_scalars:
+            index = 0 if mask else None
+        elif isinstance(mask, np.ndarray | np.generic | bool):
+            index = _numpy_first_true(np.asarray(mask))
+        elif _on_host(mask):
+            index = _torch_host_first_true(mask)
+        else:
+            return self._on_device(mask, explain)
+        return None if index is None else explain(index)
+
+    def above(self, a: Any, limit: int, explain: Explain) -> Finding | None:
+        """A finding for the first element greater than ``limit``, else None.
+
+        Same answer as ``any_true(a > limit, ...)``; on the host one maximum decides, and
+        the mask is built only to locate an offender.
+        """
+        host = _host_array(a)
+        if host is None:
+            return self.any_true(a > limit, explain)
+        if host.size == 0 or _maximum(host, None) <= limit:
+            return None
+        index = _first(host > limit)
+        return None if index is None else explain(index)
+
+    def below(self, a: Any, limit: int, explain: Explain) -> Finding | None:
+        """A finding for the first element less than ``limit``, else None.
+
+        Same answer as ``any_true(a < limit, ...)``; on the host one minimum decides.
+        """
+        host = _host_array(a)
+        if host is None:
+            return self.any_true(a < limit, explain)
+        if host.size == 0 or _minimum(host, None) >= limit:
+            return None
+        index = _first(host < limit)
+        return None if index is None else explain(index)
 
     def _on_device(self, bad: Any, explain: Explain) -> Finding | None:
         import torch

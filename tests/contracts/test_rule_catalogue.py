@@ -19,6 +19,9 @@ from contracts import Array, Index, boundary_object
 
 SB, DT, MI = contracts.ScheduledBatch, contracts.DraftTokens, contracts.ModelInput
 DI, VO, DO = contracts.DrafterInput, contracts.VerifyOutput, contracts.DrafterOutput
+#: The contracts' own rules; engine adapters register theirs (SG6xx) when imported.
+OWN_RULES = {code: rule for code, rule in contracts.REGISTRY.items()
+             if getattr(rule.check, "__module__", "contracts").startswith("contracts")}
 
 
 @boundary_object(contracts.Boundary.ANY)
@@ -204,8 +207,8 @@ def _applies(rule: contracts.Rule) -> list[type[contracts.BoundaryObject]]:
 def test_every_registered_rule_has_a_violation_case():
     """No rule code is left without a row in the table (SG000 has its own test)."""
     covered = {code for code, *_ in CASES} | {"SG000"}
-    assert sorted(set(contracts.REGISTRY) - covered) == []
-    assert sorted(covered - set(contracts.REGISTRY)) == []
+    assert sorted(set(OWN_RULES) - covered) == []
+    assert sorted(covered - set(OWN_RULES)) == []
 
 
 @pytest.mark.parametrize(("code", "make", "message"),
@@ -219,7 +222,7 @@ def test_violation_is_caught_with_its_message(code, make, message):
     assert caught.value.codes == (code,)
 
 
-@pytest.mark.parametrize("code", sorted(contracts.REGISTRY))
+@pytest.mark.parametrize("code", sorted(OWN_RULES))
 def test_clean_objects_pass_every_rule(code):
     """Each object a rule applies to passes it when clean, at full depth, collecting all."""
     classes = _applies(contracts.REGISTRY[code])

@@ -1,0 +1,103 @@
+"""What the step tracker reads of one step, and where its seqs sat in the previous one."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import cast
+
+import numpy as np
+
+from adapters._host import host_array
+from contracts import ScheduledBatch
+
+__all__ = ["UNKNOWN", "StepLinks", "StepPlan", "rows_in"]
+
+#: A row, position or count that is not known (not in the previous forward, not verified).
+UNKNOWN = -1
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    """One step's schedule as the tracker reads it: host numpy arrays in batch order.
+
+    Build it with :meth:`of` from a ``contracts.ScheduledBatch``, or directly from an
+    engine's own schedule (the vLLM adapter does).
+    """
+
+    mtp_k: int
+    """Draft tokens per decode seq."""
+    seq_ids: np.ndarray
+    """Seq ids in batch order; stable across steps for the same seq."""
+    is_decode: np.ndarray
+    """Phase per seq (bool)."""
+    starts: np.ndarray
+    """First scheduled position per seq (context length minus scheduled tokens; -1: unknown)."""
+    num_scheduled: np.ndarray
+    """Scheduled tokens per seq."""
+    draft_token_ids: np.ndarray
+    """``(num_decode, mtp_k)`` drafts of the decode seqs, in batch order."""
+    num_drafts: np.ndarray
+    """Real drafts per decode row."""
+    draft_placeholder: int | None = None
+    """A draft value the runner overwrites from its previous-step buffers."""
+
+    @classmethod
+    def of(cls, batch: ScheduledBatch) -> StepPlan | None:
+        """The plan of a batch, or None when its arrays are not on the host."""
+        arrays = [host_array(getattr(batch, name)) for name in (
+            "seq_ids", "is_decode", "context_lens", "num_scheduled_tokens",
+            "draft_token_ids", "num_drafts")]
+        if any(a is None for a in arrays):
+            return None
+        seq_ids, is_decode, context, scheduled, drafts, counts = cast(list[np.ndarray], arrays)
+        return cls(batch.mtp_k, seq_ids, is_decode, context - scheduled, scheduled,
+                   drafts, counts, batch.draft_placeholder)
+
+    def is_sound(self) -> bool:
+        """Whether the arrays have the shapes and kinds the tracker relies on."""
+        n = self.seq_ids.shape[0] if self.seq_ids.ndim == 1 else -1
+        per_seq = (self.is_decode, self.starts, self.num_scheduled)
+        if n < 0 or any(a.shape != (n,) for a in per_seq) or self.is_decode.dtype != bool:
+            return False
+        decode = int(self.is_decode.sum())
+        arrays = (self.seq_ids, self.starts, self.num_scheduled, self.draft_token_ids,
+                  self.num_drafts)
+        return (
+            type(self.mtp_k) is int and self.mtp_k >= 1
+            and all(np.issubdtype(a.dtype, np.integer) for a in arrays)
+            and self.draft_token_ids.shape == (decode, self.mtp_k)
+            and self.num_drafts.shape == (decode,)
+        )
+
+
+@dataclass(frozen=True)
+class StepLinks:
+    """Where this step's seqs sat in the previous forward (ATOM calls these locations)."""
+
+    prev_rows: np.ndarray
+    """Per seq in batch order: its row in the previous forward, or -1."""
+
+    @property
+    def deferred(self) -> np.ndarray:
+        """Batch positions of the seqs that were in the previous forward."""
+        return np.flatnonzero(self.prev_rows >= 0)
+
+    @property
+    def new(self) -> np.ndarray:
+        """Batch positions of the seqs that were not."""
+        return np.flatnonzero(self.prev_rows < 0)
+
+    @property
+    def previous_positions(self) -> np.ndarray:
+        """Rows in the previous forward of the ``deferred`` seqs, in the same order."""
+        return self.prev_rows[self.prev_rows >= 0]
+
+
+def rows_in(reference: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """For each id, its index in ``reference`` or -1: O(n log n), no Python loop."""
+    if reference.shape[0] == 0 or ids.shape[0] == 0:
+        return np.full(ids.shape[0], UNKNOWN, dtype=np.int64)
+    order = np.argsort(reference, kind="stable")
+    ordered = reference[order]
+    at = np.minimum(np.searchsorted(ordered, ids), ordered.shape[0] - 1)
+    return np.where(ordered[at] == ids, order[at], UNKNOWN).astype(np.int64)

@@ -1,0 +1,218 @@
+"""The relations between consecutive steps, as boundary objects with their rules.
+
+The step tracker derives these small host objects from the previous step's state and the
+objects crossing now, and builds them, which validates them like any boundary object:
+by mode, at full depth, naming the seq and its batch position. Rules SG601-SG606.
+"""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+import numpy as np
+
+from adapters._host import int_at
+from contracts import (
+    Array,
+    Bool,
+    Boundary,
+    BoundaryObject,
+    Finding,
+    Index,
+    Values,
+    boundary_object,
+    rule,
+)
+
+__all__ = ["DraftRows", "StepTransition", "VerifyRows"]
+
+
+@boundary_object(Boundary.SCHEDULE, minimums={"mtp_k": 1})
+class StepTransition(BoundaryObject):
+    """How this step's seqs continue from the step before.
+
+    Per-seq arrays follow this step's batch order; per-row arrays follow its decode seqs
+    in batch order. Built by :class:`adapters.step_state.StepTracker`.
+    """
+
+    mtp_k: int
+    """Draft tokens per decode seq."""
+    draft_placeholder: int | None = None
+    """A draft value the runner overwrites from its previous-step buffers (vLLM's ``-1``)."""
+    seq_ids: Index[Array, "num_seqs"]
+    """This step's seqs, in batch order."""
+    prev_rows: Index[Array, "num_seqs"]
+    """Each seq's row in the previous forward, or -1 when it was not there."""
+    starts: Index[Array, "num_seqs"]
+    """First scheduled position of each seq this step (context length minus scheduled)."""
+    expected_starts: Index[Array, "num_seqs"]
+    """Where the previous step left each seq off, or -1 when that is not known."""
+    decode_positions: Index[Array, "num_decode"]
+    """Batch position of each decode row."""
+    draft_token_ids: Index[Array, "num_decode mtp_k"]
+    """The drafts each decode seq carries into this step."""
+    num_drafts: Index[Array, "num_decode"]
+    """Real drafts per row; the rest of the row is placeholder."""
+    proposed: Index[Array, "num_decode mtp_k"]
+    """The drafts the drafter proposed for the seq in the previous step."""
+    has_proposal: Bool[Array, "num_decode"]
+    """Whether the previous step proposed drafts for the seq."""
+    refilled: Bool[Array, "num_decode"]
+    """Rows the runner fills from its previous-step buffers instead of reading them here."""
+
+
+@boundary_object(Boundary.VERIFY)
+class VerifyRows(BoundaryObject):
+    """The verifier's rows against the decode seqs of the step they verify."""
+
+    batch_ids: Index[Array, "num_decode"]
+    """The step's decode seqs, in batch order."""
+    positions: Index[Array, "num_decode"]
+    """Their batch positions."""
+    num_drafts: Index[Array, "num_decode"]
+    """Real drafts each decode seq carried into verification."""
+    seq_ids: Index[Array, "num_rows"]
+    """The seq of each verify row."""
+    num_accepted: Index[Array, "num_rows"]
+    """Accepted drafts per verify row."""
+
+
+@boundary_object(Boundary.DRAFT_OUTPUT)
+class DraftRows(BoundaryObject):
+    """The drafter's rows against the seqs of the step it drafted for."""
+
+    batch_ids: Index[Array, "num_seqs"]
+    """The step's seqs, in batch order."""
+    seq_ids: Index[Array, "num_rows"]
+    """The seq of each drafter row."""
+
+
+def _mismatch(expected: Any, actual: Any, what: str, values: Values,
+              locate: Any) -> Finding | None:
+    """First row where ``actual`` stops following ``expected``, as a finding."""
+    n, m = expected.shape[0], actual.shape[0]
+    if n != m:
+        row = min(n, m)
+        missing = row < n
+        return Finding(
+            f"{m} {what} rows for {n} seqs", "seq_ids",
+            position=locate(row) if missing else None,
+            seq_id=int_at(expected, row) if missing else None,
+            expected=f"{n} rows in batch order", actual=f"{m} rows")
+    return values.any_true(actual != expected, lambda i: Finding(
+        f"{what} row {i} belongs to seq {int_at(actual, i)}", "seq_ids",
+        position=locate(i), seq_id=int_at(expected, i),
+        expected=f"seq {int_at(expected, i)}", actual=f"seq {int_at(actual, i)}"))
+
+
+@rule("SG601", "a seq resumes where its previous step left off",
+      boundary=Boundary.SCHEDULE, applies_to=("StepTransition",),
+      fields={"starts", "expected_starts"},
+      bug="ATOM C11: decode context_lens minus a stale num_rejected shifts every position "
+      "of a deferred seq; vLLM I6: scheduler and runner disagreeing on the rejected count.")
+def _resumes(step: StepTransition, values: Values) -> Finding | None:
+    """A seq's first scheduled position is where its last step left it: the previous start
+    plus the chunk after a prefill, plus the accepted drafts and one after a decode (the
+    correction token is the new anchor). Anything else writes KV at the wrong positions
+    or feeds tokens the model already has: silent corruption, never a crash."""
+    starts, expected = step.starts, step.expected_starts
+    bad = (expected >= 0) & (starts >= 0) & (starts != expected)
+    return values.any_true(bad, lambda i: Finding(
+        f"starts at position {int_at(starts, i)}, but its previous step (row "
+        f"{int_at(step.prev_rows, i)}) left it at {int_at(expected, i)}", "starts",
+        position=i, expected=str(int_at(expected, i)), actual=str(int_at(starts, i))))
+
+
+@rule("SG602", "drafts carried into a step are the ones proposed for the seq",
+      boundary=Boundary.SCHEDULE, applies_to=("StepTransition",),
+      fields={"draft_token_ids", "proposed", "has_proposal", "num_drafts", "refilled"},
+      bug="vLLM #43434: drafts scattered from the current buffer instead of the previous "
+      "step's, misassigned after a reorder; ATOM #1444: compacted rows shifting drafts "
+      "onto the neighbouring seq.")
+def _carried(step: StepTransition, values: Values) -> Finding | None:
+    """The verifier checks drafts against the target's logits whatever their origin: a
+    row holding another seq's drafts, or older ones, is verified anyway and, where a
+    prefix happens to match, emitted as real output. Shifted rows are the silent form of
+    the out-of-bounds lookup."""
+    drafts, proposed, k = step.draft_token_ids, step.proposed, step.mtp_k
+    columns = np.arange(drafts.shape[1])
+    compared = (columns[None, :] < step.num_drafts[:, None]) & (
+        step.has_proposal & ~step.refilled)[:, None]
+    if step.draft_placeholder is not None:
+        compared &= drafts != step.draft_placeholder
+    bad = compared & (drafts != proposed)
+
+    def explain(i: int) -> Finding:
+        row, column = divmod(i, max(k, 1))
+        return Finding(
+            f"draft {column} is {int(drafts[row, column])}, but the previous step proposed "
+            f"{int(proposed[row, column])} for this seq", "draft_token_ids",
+            position=int_at(step.decode_positions, row),
+            expected=str(int(proposed[row, column])), actual=str(int(drafts[row, column])))
+
+    return values.any_true(bad, explain)
+
+
+@rule("SG603", "rows refilled from the previous step were in the previous forward",
+      boundary=Boundary.SCHEDULE, applies_to=("StepTransition",),
+      fields={"refilled", "draft_token_ids", "draft_placeholder", "prev_rows",
+              "decode_positions"},
+      bug="vLLM #37629/#40768: a request re-entering the batch with [-1, -1, -1] "
+      "placeholders that nothing overwrote reached F.embedding (device-side assert).")
+def _refilled(step: StepTransition, values: Values) -> Finding | None:
+    """A runner that keeps drafts on the device (ATOM's deferred rows, vLLM's async
+    placeholders) fills the row from its previous-step buffer at the seq's previous row.
+    A seq that was not in the previous forward has no such row: its placeholders reach
+    the embedding, or another seq's drafts are gathered."""
+    needs = cast(np.ndarray, step.refilled).copy()
+    drafts = cast(np.ndarray, step.draft_token_ids)
+    if step.draft_placeholder is not None:
+        needs |= (drafts == step.draft_placeholder).any(axis=1)
+    previous = step.prev_rows[step.decode_positions]
+    bad = needs & (previous < 0)
+    return values.any_true(bad, lambda row: Finding(
+        "row is filled from the previous step's drafts, but the seq was not in the "
+        "previous forward", "draft_token_ids",
+        position=int_at(step.decode_positions, row), expected="a row in the previous forward"))
+
+
+@rule("SG604", "verify rows follow the step's decode seqs in batch order",
+      boundary=Boundary.VERIFY, applies_to=("VerifyRows",), fields={"seq_ids", "batch_ids"},
+      bug="ATOM C9: prev_batch.req_ids order must match the sampled rows; vLLM #49355: "
+      "sampled rows shaped for one token per request under pipeline parallelism.")
+def _verify_rows(rows: VerifyRows, values: Values) -> Finding | None:
+    """Accepted tokens are delivered, and the next anchors picked, by row: a row that
+    belongs to another seq hands it someone else's tokens and rolls back the wrong KV."""
+    return _mismatch(rows.batch_ids, rows.seq_ids, "verify", values,
+                     lambda row: int_at(rows.positions, row))
+
+
+@rule("SG605", "a row accepts at most the real drafts it carried",
+      boundary=Boundary.VERIFY, applies_to=("VerifyRows",),
+      fields={"num_accepted", "num_drafts", "seq_ids", "batch_ids"},
+      bug="vLLM #46533: a -1 placeholder draft could be accepted by the random-sampling "
+      "kernel and emitted as a real token.")
+def _accepted_drafts(rows: VerifyRows, values: Values) -> Finding | None:
+    """Placeholder slots are fed to keep shapes uniform, never to be accepted: accepting
+    one emits a placeholder as output and advances the context past tokens that were
+    never proposed."""
+    if rows.num_accepted.shape != rows.num_drafts.shape:
+        return None  # SG604 reports the misaligned rows
+    bad = rows.num_accepted > rows.num_drafts
+    return values.any_true(bad, lambda i: Finding(
+        f"accepted {int_at(rows.num_accepted, i)} drafts, but the row carried "
+        f"{int_at(rows.num_drafts, i)} real drafts", "num_accepted",
+        position=int_at(rows.positions, i), seq_id=int_at(rows.batch_ids, i),
+        expected=f"<= {int_at(rows.num_drafts, i)}"))
+
+
+@rule("SG606", "drafter rows are the step's seqs, in batch order",
+      boundary=Boundary.DRAFT_OUTPUT, applies_to=("DraftRows",),
+      fields={"seq_ids", "batch_ids"},
+      bug="ATOM C17: the next step gathers draft_token_ids[deferred_prev] by previous "
+      "batch row; vLLM I9: DraftTokenIds paired with req_ids by position.")
+def _draft_rows(rows: DraftRows, values: Values) -> Finding | None:
+    """The next step reads a seq's drafts at its row of this step. A drafter output with
+    padded, filtered or reordered rows hands every seq after the first difference its
+    neighbour's drafts."""
+    return _mismatch(rows.batch_ids, rows.seq_ids, "drafter", values, lambda row: row)

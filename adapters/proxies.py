@@ -1,0 +1,136 @@
+"""Guarded proxies: put contracts around an engine's scheduler and runner without editing them.
+
+::
+
+    scheduler = guard_scheduler(scheduler, AtomView(mtp_k=3, vocab_size=V, block_size=16))
+    runner = guard_runner(runner, {"forward": {"batch": ScheduledBatch, "return": VerifyOutput}})
+
+A proxy forwards every attribute read, write and delete to the wrapped object, reports
+the wrapped object's class (so ``isinstance`` checks keep passing), and returns exactly
+what the wrapped method returns. Only the named methods differ: their arguments and
+results are checked first (by :func:`adapters.guard`'s rules), so a violating batch is
+refused before the runner sees it. With the mode off when the proxy is made, the object
+itself is returned: nothing to pay.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, TypeVar
+
+from adapters._guard import guard
+from contracts import Mode, current_config
+
+__all__ = ["guard_runner", "guard_scheduler", "is_guarded", "unwrap"]
+
+T = TypeVar("T")
+
+_RETURN = "return"
+_OWN = ("_sg_target", "_sg_methods", "_sg_cache")
+
+
+class _Guarded:
+    """Forwards everything to ``_sg_target``; the methods in ``_sg_methods`` are guarded."""
+
+    __slots__ = _OWN
+
+    def __init__(self, target: Any, methods: Mapping[str, Mapping[str, Any]]) -> None:
+        object.__setattr__(self, "_sg_target", target)
+        object.__setattr__(self, "_sg_methods", dict(methods))
+        object.__setattr__(self, "_sg_cache", {})
+
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:  # isinstance(proxy, Engine) keeps holding
+        return type(self._sg_target)
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._sg_target, name)
+        specs = self._sg_methods.get(name)
+        if specs is None or not callable(value) or current_config().mode is Mode.OFF:
+            return value
+        function = getattr(value, "__func__", value)
+        cached = self._sg_cache.get(name)
+        if cached is None or cached[0] is not function:  # first use, or the method was replaced
+            cached = (function, _guarded_method(value, specs))
+            self._sg_cache[name] = cached
+        return cached[1]
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self._sg_target, name, value)
+
+    def __delattr__(self, name: str) -> None:
+        delattr(self._sg_target, name)
+
+    def __dir__(self) -> list[str]:
+        return dir(self._sg_target)
+
+    def __repr__(self) -> str:
+        return repr(self._sg_target)
+
+    def __str__(self) -> str:
+        return str(self._sg_target)
+
+    def __eq__(self, other: object) -> bool:
+        return bool(self._sg_target == unwrap(other))
+
+    def __hash__(self) -> int:
+        return hash(self._sg_target)
+
+    def __bool__(self) -> bool:
+        return bool(self._sg_target)
+
+    def __len__(self) -> int:
+        return len(self._sg_target)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._sg_target)
+
+    def __contains__(self, item: object) -> bool:
+        return item in self._sg_target
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._sg_target(*args, **kwargs)
+
+
+def _guarded_method(method: Callable[..., Any], specs: Mapping[str, Any]) -> Callable[..., Any]:
+    params = {name: spec for name, spec in specs.items() if name != _RETURN}
+    if _RETURN in specs:
+        return guard(specs[_RETURN], **params)(method)
+    return guard(**params)(method)
+
+
+def guard_runner(runner: T, methods: Mapping[str, Mapping[str, Any]]) -> T:
+    """``runner`` with each named method's arguments (and ``"return"``) validated.
+
+    ``methods`` maps a method name to ``{parameter: spec}``; a spec is a boundary class,
+    a view (a callable such as an adapter) or a type hint, as for :func:`adapters.guard`.
+    Names and specs are checked at once: a typo raises TypeError here.
+    """
+    for name, specs in methods.items():
+        method = getattr(runner, name, None)
+        if not callable(method):
+            raise TypeError(f"guard_runner: {type(runner).__name__} has no method {name!r}")
+        _guarded_method(method, specs)
+    if current_config().mode is Mode.OFF:
+        return runner
+    return _Guarded(runner, methods)  # type: ignore[return-value]
+
+
+def guard_scheduler(scheduler: T, view: Callable[[Any], Any], *, method: str = "schedule") -> T:
+    """``scheduler`` whose ``method`` result passes through ``view`` before it is returned.
+
+    ``view`` builds contract objects from the engine's own batch (e.g.
+    :class:`adapters.atom.AtomView`), which validates it: in strict mode a broken batch
+    raises here, before any runner sees it. The result itself is returned unchanged.
+    """
+    return guard_runner(scheduler, {method: {_RETURN: view}})
+
+
+def is_guarded(obj: object) -> bool:
+    """Whether ``obj`` is a proxy made by this module."""
+    return type(obj) is _Guarded
+
+
+def unwrap(obj: T) -> T:
+    """The wrapped object of a proxy; anything else is returned as it is."""
+    return obj._sg_target if type(obj) is _Guarded else obj  # type: ignore[attr-defined]

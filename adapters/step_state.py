@@ -1,0 +1,254 @@
+"""Step-to-step contracts: what one step leaves behind, checked when the next one crosses.
+
+Consecutive steps are related. A decode seq's first scheduled position advances by the
+drafts it had accepted plus one, a prefill's by its chunk; the drafts a seq carries are
+the ones proposed for it; verify and drafter rows follow the batch order; a row the
+runner refills from its previous-step buffers must have had a row there. A
+:class:`StepTracker` keeps the minimal state to check that (O(batch) numpy arrays of the
+previous step only) and feeds each relation to a rule (SG601-SG606)::
+
+    tracker = StepTracker()
+    for step in engine:
+        links = tracker.schedule(batch)      # checks batch against the previous step
+        ...                                  # links.prev_rows: row in the previous forward
+        tracker.verified(verify_output)      # rows follow the batch, accepted <= drafts
+        tracker.drafted(drafter_output)      # rows follow the batch; drafts remembered
+
+Relations are value checks: they run at ``depth="full"``. Values on an accelerator are
+read only under ``device_values="sync"``; otherwise the seqs concerned are not checked.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, cast
+
+import numpy as np
+
+from adapters._build import build
+from adapters._host import host_array
+from adapters._step_plan import UNKNOWN, StepLinks, StepPlan, rows_in
+from adapters._step_rules import DraftRows, StepTransition, VerifyRows
+from contracts import (
+    Array,
+    Bool,
+    Boundary,
+    BoundaryObject,
+    Depth,
+    DrafterOutput,
+    Index,
+    Mode,
+    ScheduledBatch,
+    VerifyOutput,
+    boundary_object,
+    current_config,
+)
+
+__all__ = ["StepLinks", "StepPlan", "StepState", "StepTracker"]
+
+
+@boundary_object(Boundary.ANY, minimums={"mtp_k": 1, "step": 0})
+class StepState(BoundaryObject):
+    """What one finished step leaves for the next: per seq of its forward, in batch order."""
+
+    mtp_k: int
+    """Draft tokens per decode seq in that step."""
+    step: int
+    """How many steps the tracker had seen before this one."""
+    seq_ids: Index[Array, "num_seqs"]
+    """The seqs of the forward, in batch order: row ``i`` is ``seq_ids[i]``."""
+    is_decode: Bool[Array, "num_seqs"]
+    """Phase of each seq in that step."""
+    starts: Index[Array, "num_seqs"]
+    """First scheduled position of each seq in that step."""
+    advance: Index[Array, "num_seqs"]
+    """Positions that stuck: the chunk of a prefill, accepted drafts + 1 of a decode; -1
+    while the verifier's counts are not known."""
+    drafted: Bool[Array, "num_seqs"]
+    """Whether the drafter proposed drafts for the seq in that step."""
+    proposals: Index[Array, "num_seqs mtp_k"]
+    """The proposed drafts (meaningful where ``drafted``)."""
+
+
+class _Step:
+    """The step in flight: its plan, and what the verifier and drafter said about it."""
+
+    def __init__(self, plan: StepPlan, number: int) -> None:
+        self.plan = plan
+        self.number = number
+        n = plan.seq_ids.shape[0]
+        self.advance = np.where(plan.is_decode, UNKNOWN, plan.num_scheduled).astype(np.int64)
+        self.drafted = np.zeros(n, dtype=bool)
+        self.proposals = np.zeros((n, plan.mtp_k), dtype=np.int64)
+
+    def state(self) -> StepState:
+        plan = self.plan
+        return StepState(
+            mtp_k=plan.mtp_k, step=self.number, seq_ids=plan.seq_ids.astype(np.int64),
+            is_decode=plan.is_decode, starts=plan.starts.astype(np.int64),
+            advance=self.advance, drafted=self.drafted, proposals=self.proposals)
+
+
+class StepTracker:
+    """Carries the last step's per-seq state into the checks of the next step.
+
+    ``progress=False`` skips SG601, for engines whose scheduler runs a step ahead of the
+    verifier (vLLM's async scheduling counts scheduled drafts as computed until the
+    rejections come back).
+    """
+
+    def __init__(self, *, progress: bool = True) -> None:
+        self.progress = progress
+        self._previous: StepState | None = None
+        self._current: _Step | None = None
+        self._count = 0
+
+    @classmethod
+    def resume(cls, state: StepState, *, progress: bool = True) -> StepTracker:
+        """A tracker whose previous step is ``state`` (re-checking a snapshot)."""
+        tracker = cls(progress=progress)
+        tracker._previous = state
+        tracker._count = state.step + 1
+        return tracker
+
+    @property
+    def previous(self) -> StepState | None:
+        """The finished step the next batch is checked against, once it has closed."""
+        return self._previous
+
+    def close(self) -> StepState | None:
+        """Finish the step in flight, making it the previous one; idempotent."""
+        if self._current is not None:
+            self._previous = self._current.state()
+            self._current = None
+        return self._previous
+
+    def reset(self) -> None:
+        """Forget everything: the next batch is checked against nothing."""
+        self._previous = self._current = None
+
+    def links(self, seq_ids: Any) -> StepLinks:
+        """Where ``seq_ids`` sat in the previous forward (closing the step in flight)."""
+        ids = host_array(seq_ids)
+        previous = self.close()
+        if ids is None or ids.ndim != 1 or not np.issubdtype(ids.dtype, np.integer):
+            return StepLinks(np.zeros(0, dtype=np.int64))
+        if previous is None:
+            return StepLinks(np.full(ids.shape[0], UNKNOWN, dtype=np.int64))
+        return StepLinks(rows_in(cast(np.ndarray, previous.seq_ids), ids))
+
+    def schedule(self, batch: ScheduledBatch | StepPlan, *, refilled: Any = None) -> StepLinks:
+        """Check ``batch`` against the previous step and make it the step in flight.
+
+        ``refilled`` marks the decode rows (in decode order) whose drafts the runner takes
+        from its previous-step buffers rather than from this batch.
+        """
+        plan = batch if isinstance(batch, StepPlan) else StepPlan.of(batch)
+        if current_config().mode is Mode.OFF or plan is None or not plan.is_sound():
+            self.reset()
+            return StepLinks(np.zeros(0, dtype=np.int64))
+        links = self.links(plan.seq_ids)
+        previous = self._previous
+        rows = _refilled_rows(refilled, plan)
+        if previous is not None and current_config().depth is Depth.FULL:
+            build(StepTransition, _transition(previous, plan, links, rows, self.progress),
+                  state=previous)
+        if rows.any():  # the runner fills these rows completely from the previous step
+            plan = dataclasses.replace(
+                plan, num_drafts=np.where(rows, plan.mtp_k, plan.num_drafts))
+        self._current = _Step(plan, self._count)
+        self._count += 1
+        return links
+
+    def verified(self, out: VerifyOutput) -> None:
+        """Check the verifier's rows against the step in flight; remember accepted counts."""
+        self.verify_rows(out.seq_ids, out.num_accepted)
+
+    def verify_rows(self, seq_ids: Any, num_accepted: Any) -> None:
+        """:meth:`verified` from the arrays alone: one row per decode seq, in batch order."""
+        step = self._current
+        ids, accepted = host_array(seq_ids), host_array(num_accepted)
+        if step is None or ids is None or accepted is None or not _same_rows(ids, accepted):
+            return
+        plan = step.plan
+        decode = np.flatnonzero(plan.is_decode)
+        if current_config().depth is Depth.FULL:
+            build(VerifyRows, {
+                "batch_ids": plan.seq_ids[decode], "positions": decode,
+                "num_drafts": plan.num_drafts, "seq_ids": ids, "num_accepted": accepted,
+            }, state=self._previous)
+        self.record_accepted(ids, accepted)
+
+    def record_accepted(self, seq_ids: Any, num_accepted: Any) -> None:
+        """Remember accepted draft counts of the step in flight, matched by seq id, unchecked."""
+        step = self._current
+        ids, accepted = host_array(seq_ids), host_array(num_accepted)
+        if step is None or ids is None or accepted is None or not _same_rows(ids, accepted):
+            return
+        positions = rows_in(step.plan.seq_ids, ids)
+        valid = (positions >= 0) & (accepted >= 0) & (accepted <= step.plan.mtp_k)
+        valid &= step.plan.is_decode[np.maximum(positions, 0)]
+        step.advance[positions[valid]] = accepted[valid] + 1
+
+    def drafted(self, out: DrafterOutput) -> None:
+        """Check the drafter's rows against the step in flight; remember its proposals."""
+        self.draft_rows(out.seq_ids, out.draft_token_ids)
+
+    def draft_rows(self, seq_ids: Any, draft_token_ids: Any) -> None:
+        """:meth:`drafted` from the arrays alone: one row per seq of the step, in order."""
+        step = self._current
+        ids, drafts = host_array(seq_ids), host_array(draft_token_ids)
+        if step is None or ids is None or drafts is None or not _same_rows(ids, ids):
+            return
+        if drafts.ndim != 2 or drafts.shape[0] != ids.shape[0]:
+            return
+        if current_config().depth is Depth.FULL:
+            build(DraftRows, {"batch_ids": step.plan.seq_ids, "seq_ids": ids},
+                  state=self._previous)
+        if drafts.shape[1] != step.plan.mtp_k or not np.issubdtype(drafts.dtype, np.integer):
+            return
+        positions = rows_in(step.plan.seq_ids, ids)
+        found = positions >= 0
+        step.proposals[positions[found]] = drafts[found]
+        step.drafted[positions[found]] = True
+
+
+def _same_rows(ids: np.ndarray, values: np.ndarray) -> bool:
+    return ids.ndim == 1 and values.shape == ids.shape and np.issubdtype(values.dtype, np.integer)
+
+
+def _refilled_rows(refilled: Any, plan: StepPlan) -> np.ndarray:
+    decode = plan.num_drafts.shape[0]
+    mask = host_array(refilled) if refilled is not None else None
+    if mask is None or mask.shape != (decode,) or mask.dtype != bool:
+        return np.zeros(decode, dtype=bool)
+    return mask
+
+
+def _transition(previous: StepState, plan: StepPlan, links: StepLinks,
+                refilled: np.ndarray, progress: bool) -> dict[str, Any]:
+    """The fields of the StepTransition between ``previous`` and ``plan``: O(batch)."""
+    rows = links.prev_rows
+    seen = rows >= 0
+    at = np.maximum(rows, 0)
+    expected = np.full(rows.shape[0], UNKNOWN, dtype=np.int64)
+    if progress and previous.seq_ids.shape[0]:
+        advance = previous.advance[at]
+        known = seen & (advance >= 0)
+        expected[known] = previous.starts[at][known] + advance[known]
+    decode = np.flatnonzero(plan.is_decode)
+    decode_rows = rows[decode]
+    same_width = previous.mtp_k == plan.mtp_k and previous.seq_ids.shape[0] > 0
+    has_proposal = (decode_rows >= 0) & same_width
+    if same_width:
+        has_proposal &= previous.drafted[np.maximum(decode_rows, 0)]
+        proposed = previous.proposals[np.maximum(decode_rows, 0)]
+    else:
+        proposed = np.zeros((decode.shape[0], plan.mtp_k), dtype=np.int64)
+    return {
+        "mtp_k": plan.mtp_k, "draft_placeholder": plan.draft_placeholder,
+        "seq_ids": plan.seq_ids, "prev_rows": rows, "starts": plan.starts,
+        "expected_starts": expected, "decode_positions": decode,
+        "draft_token_ids": plan.draft_token_ids, "num_drafts": plan.num_drafts,
+        "proposed": proposed, "has_proposal": has_proposal, "refilled": refilled,
+    }

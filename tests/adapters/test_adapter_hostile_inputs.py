@@ -1,0 +1,107 @@
+"""Hostile engine objects: every adapter either accepts them or raises a ContractViolation."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+from atom_engine import BLOCK_SIZE, VOCAB, decode_batch, sequence
+from hypothesis import given
+from hypothesis import strategies as st
+from vllm_engine import attention_metadata, scheduler_output
+
+import contracts
+from adapters import AtomView, StepTracker, VllmView
+
+K = 3
+
+HOSTILE = [
+    None, "text", 3.5, -7, 10**30, True, [], [[]], [["a"]], [1.5, 2], {"a": 1}, object(),
+    np.zeros((2, 2)), np.zeros(0), np.array(["a", "b"]), np.full(4, -1, np.int32),
+    np.full(4, 2**40, np.int64), np.full(4, np.nan), np.zeros(4, bool),
+    torch.tensor([1, 2, 3, 4]), torch.zeros((4, 3), dtype=torch.float32),
+]
+ATOM_FIELDS = [f.name for f in dataclasses.fields(
+    type(decode_batch([sequence(0, 40, drafts=K)], dense=True)))]
+
+
+@pytest.fixture(autouse=True)
+def _everything():
+    """Full depth and every rule, so that every check meets the hostile value."""
+    with contracts.checking(depth="full", collect="all"):
+        yield
+
+
+def _contract_or_nothing(call) -> None:
+    try:
+        call()
+    except contracts.ContractViolation as violation:
+        assert violation.violations, "a violation names at least one rule"
+
+
+@given(field=st.sampled_from(ATOM_FIELDS), value=st.sampled_from(HOSTILE),
+       tracked=st.booleans())
+def test_atom_fields_replaced_by_hostile_values(field, value, tracked):
+    """Any ATOM field replaced by a hostile value is accepted or a ContractViolation."""
+    seqs = [sequence(i, 40, drafts=K) for i in range(4)]
+    view = AtomView(mtp_k=K, vocab_size=VOCAB, block_size=BLOCK_SIZE,
+                    tracker=StepTracker() if tracked else None)
+    if tracked:
+        view(decode_batch(seqs, dense=True))
+    atom = decode_batch(seqs, dense=True)
+    setattr(atom, field, value)
+    _contract_or_nothing(lambda: view(atom))
+    _contract_or_nothing(lambda: view.verified(atom, value, value))
+    _contract_or_nothing(lambda: view.drafted(atom, value))
+
+
+VLLM_FIELDS = ["num_scheduled_tokens", "scheduled_spec_decode_tokens",
+               "total_num_scheduled_tokens", "scheduled_new_reqs", "scheduled_cached_reqs"]
+
+
+@given(field=st.sampled_from(VLLM_FIELDS), value=st.sampled_from(HOSTILE),
+       asynchronous=st.booleans())
+def test_vllm_scheduler_output_with_hostile_fields(field, value, asynchronous):
+    """A SchedulerOutput field replaced by a hostile value is accepted or a violation."""
+    view = VllmView(mtp_k=K, vocab_size=VOCAB, async_scheduling=asynchronous,
+                    tracker=StepTracker())
+    output = scheduler_output({"a": [5, 6, 7], "b": [1]}, {"p": 4})
+    setattr(output, field, value)
+    _contract_or_nothing(lambda: view.schedule(output))
+
+
+@given(drafts=st.sampled_from(HOSTILE))
+def test_vllm_draft_lists_with_hostile_entries(drafts):
+    """A request's drafts entry of any shape or type is accepted or a violation."""
+    output = scheduler_output({"a": [5, 6, 7]})
+    output.scheduled_spec_decode_tokens["a"] = drafts
+    _contract_or_nothing(lambda: VllmView(mtp_k=K, vocab_size=VOCAB).schedule(output))
+
+
+@given(sampled=st.sampled_from(HOSTILE), drafts=st.sampled_from(HOSTILE))
+def test_vllm_sampler_and_drafter_outputs_with_hostile_values(sampled, drafts):
+    """Rejection rows and proposals of any type are accepted or a violation."""
+    view = VllmView(mtp_k=K, vocab_size=VOCAB, tracker=StepTracker())
+    step = view.schedule(scheduler_output({"a": [5, 6, 7], "b": [1]}))
+    _contract_or_nothing(lambda: view.verified(step, sampled))
+    _contract_or_nothing(lambda: view.drafted(step, drafts))
+
+
+@given(part=st.sampled_from(["target_token_ids", "target_positions", "next_token_ids",
+                             "last_token_indices", "query_start_loc"]),
+       value=st.sampled_from(HOSTILE))
+def test_vllm_drafter_inputs_with_hostile_values(part, value):
+    """Any propose() input replaced by a hostile value is accepted or a violation."""
+    view = VllmView(mtp_k=K, vocab_size=VOCAB)
+    step = view.schedule(scheduler_output({}, {"r0": 4, "r1": 4}))
+    meta = attention_metadata([4, 4])
+    inputs = {"target_token_ids": torch.arange(8, dtype=torch.int32),
+              "target_positions": torch.arange(8), "next_token_ids": torch.tensor(
+                  [1, 2], dtype=torch.int32), "last_token_indices": torch.tensor([3, 7])}
+    if part == "query_start_loc":
+        meta.query_start_loc = value
+    else:
+        inputs[part] = value
+    _contract_or_nothing(lambda: view.drafter_input(step, common_attn_metadata=meta, **inputs))

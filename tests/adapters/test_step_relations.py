@@ -1,0 +1,276 @@
+"""Step-to-step contracts: the tracker relates each step to the one before (SG601-SG606)."""
+
+from __future__ import annotations
+
+import logging
+import re
+
+import numpy as np
+import pytest
+
+import contracts
+from adapters import StepLinks, StepTracker
+
+K, VOCAB, BLOCK = 2, 100, 4
+
+
+def batch(seq_ids, starts, *, decode=None, drafts=None, counts=None, placeholder=None,
+          chunks=None):
+    """A contracts.ScheduledBatch: decode seqs get k+1 tokens, prefill seqs their chunk."""
+    n = len(seq_ids)
+    decode = [True] * n if decode is None else decode
+    chunks = chunks or {}
+    scheduled = [K + 1 if d else chunks.get(s, 5) for s, d in zip(seq_ids, decode, strict=True)]
+    num_decode = sum(decode)
+    rows = np.asarray(drafts if drafts is not None else [[1] * K] * num_decode,
+                      dtype=np.int64).reshape(num_decode, K)
+    context = [start + count for start, count in zip(starts, scheduled, strict=True)]
+    blocks = -(-max(context) // BLOCK)
+    return contracts.ScheduledBatch(
+        mtp_k=K, vocab_size=VOCAB, block_size=BLOCK, num_decode=num_decode,
+        num_tokens=sum(scheduled), seq_ids=np.asarray(seq_ids, dtype=np.int64),
+        is_decode=np.asarray(decode, dtype=bool),
+        num_scheduled_tokens=np.asarray(scheduled, dtype=np.int64),
+        context_lens=np.asarray(context, dtype=np.int64),
+        block_tables=np.arange(n * blocks, dtype=np.int64).reshape(n, blocks),
+        token_ids=np.ones(sum(scheduled), dtype=np.int64), draft_token_ids=rows,
+        num_drafts=np.asarray(counts if counts is not None else [K] * num_decode,
+                              dtype=np.int64),
+        draft_placeholder=placeholder)
+
+
+def verify(seq_ids, accepted):
+    """A clean contracts.VerifyOutput: accepted drafts, one token, then -1."""
+    tokens = np.full((len(seq_ids), K + 1), -1, dtype=np.int64)
+    for row, count in enumerate(accepted):
+        tokens[row, : count + 1] = 3
+    return contracts.VerifyOutput(mtp_k=K, vocab_size=VOCAB,
+                                  seq_ids=np.asarray(seq_ids, dtype=np.int64),
+                                  token_ids=tokens, num_accepted=np.asarray(accepted))
+
+
+def drafter(seq_ids, rows):
+    """A contracts.DrafterOutput with the given proposals."""
+    return contracts.DrafterOutput(mtp_k=K, vocab_size=VOCAB,
+                                   seq_ids=np.asarray(seq_ids, dtype=np.int64),
+                                   draft_token_ids=np.asarray(rows, dtype=np.int64))
+
+
+@pytest.fixture(autouse=True)
+def _full_depth():
+    """Relations are value checks: they run at full depth."""
+    with contracts.checking(depth="full"):
+        yield
+
+
+def test_decode_advances_by_accepted_plus_one_and_prefill_by_its_chunk():
+    """Seq 7 accepted 1 draft (advances 2), seq 8's chunk of 5 ends where its decode starts."""
+    tracker = StepTracker()
+    tracker.schedule(batch([7, 8], [20, 0], decode=[True, False]))
+    tracker.verified(verify([7], [1]))
+    links = tracker.schedule(batch([8, 7], [5, 22]))
+    assert links.prev_rows.tolist() == [1, 0]
+
+
+@pytest.mark.parametrize(("start", "left"), [(23, 22), (21, 22)])
+def test_a_decode_seq_resuming_elsewhere_is_sg601(start, left):
+    """Starting one position late or early after accepting 1 draft is SG601, naming the seq."""
+    tracker = StepTracker()
+    tracker.schedule(batch([5, 7], [10, 20]))
+    tracker.verified(verify([5, 7], [2, 1]))
+    with pytest.raises(contracts.ContractViolation, match=re.escape(
+            "SG601 a seq resumes where its previous step left off [StepTransition.starts, "
+            f"scheduler → runner]: seq 7 at batch position 1: starts at position {start}, but "
+            f"its previous step (row 1) left it at {left} (expected {left}; actual {start})")):
+        tracker.schedule(batch([5, 7], [13, start]))
+
+
+def test_a_prefill_chunk_skipping_tokens_is_sg601():
+    """A second chunk starting past the end of the first skips prompt tokens: SG601."""
+    tracker = StepTracker()
+    tracker.schedule(batch([3], [0], decode=[False], chunks={3: 8}))
+    with pytest.raises(contracts.ContractViolation, match=re.escape(
+            "seq 3 at batch position 0: starts at position 9, but its previous step (row 0) "
+            "left it at 8")):
+        tracker.schedule(batch([3], [9], decode=[False], chunks={3: 8}))
+
+
+def test_unknown_accepted_counts_are_not_guessed():
+    """Without the verifier's counts a decode seq's next start is not checked."""
+    tracker = StepTracker()
+    tracker.schedule(batch([5], [10]))
+    tracker.schedule(batch([5], [99]))
+
+
+def test_progress_off_skips_sg601():
+    """``progress=False`` (vLLM async scheduling) leaves positions unchecked."""
+    tracker = StepTracker(progress=False)
+    tracker.schedule(batch([5], [10]))
+    tracker.verified(verify([5], [0]))
+    tracker.schedule(batch([5], [50]))
+
+
+def test_drafts_carried_are_the_ones_proposed():
+    """Drafts proposed for seq 5 at step t are the ones it carries at step t+1."""
+    tracker = StepTracker()
+    tracker.schedule(batch([5, 6], [10, 10]))
+    tracker.verified(verify([5, 6], [0, 0]))
+    tracker.drafted(drafter([5, 6], [[11, 12], [21, 22]]))
+    tracker.schedule(batch([6, 5], [11, 11], drafts=[[21, 22], [11, 12]]))
+
+
+def test_drafts_of_the_neighbour_are_sg602():
+    """Rows shifted onto the neighbouring seq are SG602 at the first wrong draft."""
+    tracker = StepTracker()
+    tracker.schedule(batch([5, 6], [10, 10]))
+    tracker.verified(verify([5, 6], [0, 0]))
+    tracker.drafted(drafter([5, 6], [[11, 12], [21, 22]]))
+    with pytest.raises(contracts.ContractViolation, match=re.escape(
+            "SG602 drafts carried into a step are the ones proposed for the seq "
+            "[StepTransition.draft_token_ids, scheduler → runner]: seq 5 at batch position 0: "
+            "draft 0 is 21, but the previous step proposed 11 for this seq "
+            "(expected 11; actual 21)")):
+        tracker.schedule(batch([5, 6], [11, 11], drafts=[[21, 22], [11, 12]]))
+
+
+def test_placeholder_slots_and_refilled_rows_are_not_compared():
+    """A declared placeholder, slots past num_drafts and refilled rows are not drafts here."""
+    tracker = StepTracker()
+    tracker.schedule(batch([5, 6], [10, 10]))
+    tracker.verified(verify([5, 6], [0, 0]))
+    tracker.drafted(drafter([5, 6], [[11, 12], [21, 22]]))
+    tracker.schedule(batch([5, 6], [11, 11], drafts=[[-1, -1], [99, 98]], placeholder=-1),
+                     refilled=np.array([False, True]))
+
+
+def test_placeholders_of_a_seq_new_to_the_batch_are_sg603():
+    """-1 placeholders for a seq absent from the previous forward reach the embedding: SG603."""
+    tracker = StepTracker()
+    tracker.schedule(batch([5], [10]))
+    with pytest.raises(contracts.ContractViolation, match=re.escape(
+            "SG603 rows refilled from the previous step were in the previous forward "
+            "[StepTransition.draft_token_ids, scheduler → runner]: seq 9 at batch position 1: "
+            "row is filled from the previous step's drafts, but the seq was not in the "
+            "previous forward (expected a row in the previous forward)")):
+        tracker.schedule(batch([5, 9], [10, 30], drafts=[[-1, -1], [-1, -1]], placeholder=-1))
+
+
+def test_verify_rows_in_batch_order_pass_and_reordered_rows_are_sg604():
+    """Verify rows must follow the decode seqs in batch order; a swap is SG604."""
+    tracker = StepTracker()
+    tracker.schedule(batch([5, 6, 8], [10, 10, 0], decode=[True, True, False]))
+    tracker.verified(verify([5, 6], [1, 0]))
+    tracker.schedule(batch([5, 6, 8], [12, 11, 5], decode=[True, True, False]))
+    with pytest.raises(contracts.ContractViolation, match=re.escape(
+            "SG604 verify rows follow the step's decode seqs in batch order "
+            "[VerifyRows.seq_ids, verifier → drafter]: seq 5 at batch position 0: verify row 0 "
+            "belongs to seq 6 (expected seq 5; actual seq 6)")):
+        tracker.verified(verify([6, 5], [1, 0]))
+
+
+def test_a_missing_verify_row_is_sg604():
+    """One verify row for two decode seqs names the seq without a row."""
+    tracker = StepTracker()
+    tracker.schedule(batch([5, 6], [10, 10]))
+    with pytest.raises(contracts.ContractViolation, match=re.escape(
+            "seq 6 at batch position 1: 1 verify rows for 2 seqs")):
+        tracker.verified(verify([5], [1]))
+
+
+def test_accepting_more_than_the_real_drafts_is_sg605():
+    """A row with one real draft cannot accept two (the placeholder was accepted): SG605."""
+    tracker = StepTracker()
+    tracker.schedule(batch([5, 6], [10, 10], counts=[2, 1]))
+    tracker.verified(verify([5, 6], [2, 1]))
+    tracker.schedule(batch([5, 6], [13, 12], counts=[2, 1]))
+    with pytest.raises(contracts.ContractViolation, match=re.escape(
+            "SG605 a row accepts at most the real drafts it carried [VerifyRows.num_accepted, "
+            "verifier → drafter]: seq 6 at batch position 1: accepted 2 drafts, but the row "
+            "carried 1 real drafts (expected <= 1)")):
+        tracker.verified(verify([5, 6], [0, 2]))
+
+
+def test_drafter_rows_follow_the_batch_and_reordered_rows_are_sg606():
+    """Drafter rows in batch order pass; padded or reordered rows are SG606."""
+    tracker = StepTracker()
+    tracker.schedule(batch([5, 6], [10, 10]))
+    tracker.drafted(drafter([5, 6], [[1, 2], [3, 4]]))
+    with pytest.raises(contracts.ContractViolation, match=re.escape(
+            "SG606 drafter rows are the step's seqs, in batch order [DraftRows.seq_ids, "
+            "drafter → scheduler]: seq 5 at batch position 0: drafter row 0 belongs to seq 6")):
+        tracker.drafted(drafter([6, 5], [[1, 2], [3, 4]]))
+
+
+def test_state_is_the_previous_step_only_and_sized_by_its_batch():
+    """The tracker keeps O(batch) arrays of one step: nothing of older steps survives."""
+    tracker = StepTracker()
+    tracker.schedule(batch(list(range(40)), [10] * 40))
+    tracker.schedule(batch([1, 2, 3], [12, 12, 12]))
+    state = tracker.close()
+    assert state is not None and state.step == 1
+    assert state.seq_ids.tolist() == [1, 2, 3]
+    assert {a.shape[0] for a in (state.starts, state.advance, state.drafted, state.proposals)} \
+        == {3}
+
+
+def test_links_are_atom_locations():
+    """Deferred and new positions, and previous rows, as ATOM's get_token_locations names them."""
+    tracker = StepTracker()
+    tracker.schedule(batch([5, 6, 7], [10, 10, 10]))
+    links = tracker.schedule(batch([7, 9, 5], [10, 10, 10]))
+    assert isinstance(links, StepLinks)
+    assert (links.deferred.tolist(), links.new.tolist(), links.previous_positions.tolist()) \
+        == ([0, 2], [1], [2, 0])
+
+
+def test_metadata_depth_and_mode_off_check_no_relation():
+    """Relations run at full depth only, and mode off tracks nothing at all."""
+    tracker = StepTracker()
+    with contracts.checking(depth="metadata"):
+        tracker.schedule(batch([5], [10]))
+        tracker.verified(verify([5], [0]))
+        tracker.schedule(batch([5], [40]))
+    with contracts.checking(mode="off"):
+        tracker.schedule(batch([5], [90]))
+    assert tracker.previous is None
+
+
+def test_warn_mode_logs_and_keeps_tracking(caplog):
+    """In warn mode a broken relation is logged and the next step is still checked."""
+    tracker = StepTracker()
+    with contracts.checking(mode="warn"), caplog.at_level(logging.WARNING, "specguard"):
+        tracker.schedule(batch([5], [10]))
+        tracker.verified(verify([5], [0]))
+        tracker.schedule(batch([5], [40]))
+        tracker.verified(verify([5], [0]))
+        tracker.schedule(batch([5], [41]))
+    assert [r.getMessage()[:16] for r in caplog.records] == ["specguard: SG601"]
+
+
+def test_resume_checks_against_a_given_state():
+    """A tracker resumed from a state checks the next batch against it."""
+    first = StepTracker()
+    first.schedule(batch([5], [10]))
+    first.verified(verify([5], [1]))
+    state = first.close()
+    assert state is not None
+    with pytest.raises(contracts.ContractViolation, match="SG601"):
+        StepTracker.resume(state).schedule(batch([5], [10]))
+
+
+def test_device_counts_are_not_read_without_sync():
+    """Accepted counts on a device (here torch's data-less meta device) are not read: the
+    next start goes unchecked rather than forcing a host sync."""
+    import torch
+
+    tracker = StepTracker()
+    tracker.schedule(batch([5], [10]))
+    on_device = {"device": "meta", "dtype": torch.int64}
+    with contracts.checking(depth="metadata"):
+        out = contracts.VerifyOutput(
+            mtp_k=K, vocab_size=VOCAB, seq_ids=torch.tensor([5], **on_device),
+            token_ids=torch.full((1, K + 1), -1, **on_device),
+            num_accepted=torch.zeros(1, **on_device))
+    tracker.verified(out)
+    tracker.schedule(batch([5], [99]))
+    assert tracker.close().advance.tolist() == [-1]
