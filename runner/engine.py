@@ -1,0 +1,151 @@
+"""The step loop: schedule, execute, deliver, until every request has its tokens.
+
+One step: the scheduler plans a batch; the runner runs it and hands back the *previous*
+step's outputs (deferred output); the scheduler delivers them and records what is now in
+flight. Every hand-over is checked where it happens: the runner's guarded entry builds
+the batch's :class:`contracts.ScheduledBatch`, and the runner builds ``ModelInput``,
+``VerifyOutput``, ``DrafterInput`` and ``DrafterOutput`` as it hands them on (building
+one validates it). ``contracts.flush_deferred`` reads device verdicts at the end of each
+step, the point where the previous step's outputs reach the host anyway.
+
+An engine serves one workload: :meth:`Engine.generate` once per instance.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+import contracts
+from runner._timing import CLOCK
+from runner.config import EngineConfig
+from runner.model import TinyLM
+from runner.model_runner import ModelRunner
+from runner.scheduler import Scheduler
+from runner.step_output import StepResult
+from runner.workload import Request
+
+__all__ = ["Engine", "EngineStalled", "RunResult", "RunStats"]
+
+
+class EngineStalled(RuntimeError):
+    """The engine cannot make progress (a request that can never fit, or a runaway loop)."""
+
+
+@dataclass
+class RunStats:
+    """What one :meth:`Engine.generate` did and how long it took."""
+
+    requests: int = 0
+    prompt_tokens: int = 0
+    output_tokens: int = 0
+    steps: int = 0
+    proposed_drafts: int = 0
+    accepted_drafts: int = 0
+    preemptions: int = 0
+    step_seconds: float = 0.0
+    contract_seconds: float = 0.0
+    contract_checks: int = 0
+    violations: int = 0
+
+    @property
+    def acceptance_rate(self) -> float:
+        """Accepted drafts over verified drafts."""
+        return self.accepted_drafts / self.proposed_drafts if self.proposed_drafts else 0.0
+
+    @property
+    def tokens_per_second(self) -> float:
+        """Output tokens per second of step time."""
+        return self.output_tokens / self.step_seconds if self.step_seconds else 0.0
+
+    @property
+    def contract_share(self) -> float:
+        """Contract checking time as a fraction of step time."""
+        return self.contract_seconds / self.step_seconds if self.step_seconds else 0.0
+
+
+@dataclass
+class RunResult:
+    """Generated tokens per request id, and the run's statistics."""
+
+    outputs: dict[int, np.ndarray]
+    stats: RunStats = field(default_factory=RunStats)
+
+
+class Engine:
+    """Scheduler, model runner and model, wired for greedy MTP speculative decoding."""
+
+    def __init__(self, config: EngineConfig | None = None, *, fault: str | None = None,
+                 model: TinyLM | None = None) -> None:
+        self.config = config or EngineConfig()
+        self.model = model or TinyLM(self.config.model, self.config.device)
+        self.scheduler = Scheduler(self.config, fault)
+        self.runner = ModelRunner(self.config, self.model, fault)
+        self.stats = RunStats()
+
+    def check(self, requests: Sequence[Request]) -> None:
+        """ValueError naming the first request this engine could never serve."""
+        for request in requests:
+            self.scheduler.check_fits(request)
+
+    def generate(self, requests: Sequence[Request],
+                 on_tokens: Callable[[int], None] | None = None) -> RunResult:
+        """Run every request to completion; ``on_tokens`` hears of each delivered batch."""
+        self.stats = RunStats(requests=len(requests),
+                              prompt_tokens=sum(r.prompt_len for r in requests))
+        CLOCK.reset()
+        checks, violations = contracts.STATS.checks, contracts.STATS.violations
+        for request in requests:
+            self.scheduler.add(request)
+        limit = self._step_limit(requests)
+        try:
+            while self.scheduler.has_unfinished():
+                if self.stats.steps >= limit:
+                    raise EngineStalled(f"no completion after {limit} steps")
+                delivered = self.scheduler.delivered_tokens
+                self.step()
+                if on_tokens is not None:
+                    on_tokens(self.scheduler.delivered_tokens - delivered)
+            contracts.flush_deferred(wait=True)  # verdicts of the last steps, if on a device
+        finally:
+            self.stats.contract_seconds = CLOCK.seconds
+            self.stats.contract_checks = contracts.STATS.checks - checks
+            self.stats.violations = contracts.STATS.violations - violations
+            self.stats.preemptions = self.scheduler.num_preemptions
+            self.stats.output_tokens = self.scheduler.delivered_tokens
+        return RunResult(self.scheduler.outputs(), self.stats)
+
+    @property
+    def current_step(self) -> int:
+        """The step being run, counting from 1 (after a run: one past the last)."""
+        return self.stats.steps + 1
+
+    def step(self) -> None:
+        """One engine step (or, when nothing can be scheduled, one delivery)."""
+        start = time.perf_counter()
+        try:
+            scheduled = self.scheduler.schedule()
+            if scheduled is None:
+                result = self.runner.flush()
+                if result is None:
+                    raise EngineStalled("nothing can be scheduled and nothing is in flight")
+            else:
+                result = self.runner.execute(scheduled)
+                self.stats.steps += 1
+            self._count(result)
+            self.scheduler.update(result)
+            contracts.flush_deferred()
+        finally:
+            self.stats.step_seconds += time.perf_counter() - start
+
+    def _count(self, result: StepResult | None) -> None:
+        if result is not None:
+            self.stats.proposed_drafts += result.proposed_drafts()
+            self.stats.accepted_drafts += result.accepted_drafts()
+
+    def _step_limit(self, requests: Sequence[Request]) -> int:
+        prefill_steps = sum(r.prompt_len for r in requests) // self.config.max_num_batched_tokens
+        return 4 * (prefill_steps + sum(r.max_tokens for r in requests) + len(requests)) + 100

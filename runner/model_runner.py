@@ -1,0 +1,255 @@
+"""The model runner: from a ScheduledBatch to target forward, verification and drafts.
+
+Deferred output, as ATOM does it: a step's sampled tokens and drafts stay on the device
+and reach the scheduler one step later. So when step t runs, the scheduler has not seen
+step t-1's results, and a decode batch mixes two kinds of seqs:
+
+* *deferred* seqs were in step t-1's forward. Their anchor (the token sampled last) and
+  drafts exist only on the device; the batch holds stale placeholders for them and an
+  upper bound of their context, which the runner corrects by the rejected drafts;
+* *new* seqs were not. Everything about them is on the host: the anchor in
+  ``token_ids``, the drafts in the batch's draft rows.
+
+Seqs are matched to the previous forward by id, never by position.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import cast
+
+import numpy as np
+import torch
+
+import contracts
+from runner import faults
+from runner._timing import CLOCK, guarded
+from runner.attention import AttentionGroup, make_group
+from runner.config import EngineConfig
+from runner.drafter import Drafter, drafter_input, next_token_ids
+from runner.kv_cache import slot_matrix
+from runner.model import TinyLM
+from runner.scheduler_output import SchedulerOutput, scheduled_batch
+from runner.step_output import StepResult
+from runner.verifier import verify_greedy
+
+__all__ = ["ModelRunner"]
+
+_I64 = torch.int64
+
+
+def _tensor(value: object) -> torch.Tensor:
+    """A boundary-object field this runner filled with a tensor itself."""
+    return cast(torch.Tensor, value)
+
+
+@dataclass(frozen=True)
+class _InFlight:
+    """One forward's outputs, still on the device."""
+
+    seq_ids: np.ndarray
+    is_decode: np.ndarray
+    num_drafts: np.ndarray
+    sampled: torch.Tensor
+    next_tokens: torch.Tensor
+    num_rejected: torch.Tensor
+    drafts: torch.Tensor
+
+    def to_host(self) -> StepResult:
+        return StepResult(self.seq_ids, self.sampled.cpu().numpy(),
+                          self.drafts.cpu().numpy(), self.is_decode, self.num_drafts)
+
+
+@dataclass(frozen=True)
+class _DecodeLayout:
+    """Where the decode seqs sit: batch positions, token spans, previous-forward rows."""
+
+    positions: np.ndarray
+    token_index: torch.Tensor
+    prev_rows: np.ndarray
+    """Row of each decode seq in the previous forward, -1 for a new seq."""
+
+    @property
+    def count(self) -> int:
+        return int(self.positions.shape[0])
+
+
+class ModelRunner:
+    """Runs one step on the device; returns the previous step's outputs."""
+
+    def __init__(self, config: EngineConfig, model: TinyLM, fault: str | None = None) -> None:
+        self.config = config
+        self.model = model
+        self.mtp_k = config.mtp_k
+        self.device = model.device
+        self.fault = faults.check_name(fault)
+        self.cache = model.new_cache(config.num_blocks * config.block_size)
+        self.drafter = Drafter(model, config.mtp_k)
+        self._in_flight: _InFlight | None = None
+        self.deferred_rows = 0
+        """Decode rows whose anchor and drafts came from the device (seen so far)."""
+        self.new_rows = 0
+        """Decode rows whose anchor and drafts came from the host (seen so far)."""
+
+    # The scheduler → runner boundary: the view builds (and so validates) the batch's
+    # contract object as it is received; with contracts off nothing is built.
+    @guarded(scheduled=scheduled_batch)
+    def execute(self, scheduled: SchedulerOutput) -> StepResult | None:
+        """Run one step's batch; return step t-1's outputs (None on the first step)."""
+        decode = self._decode_layout(scheduled)
+        model_input = self._model_input(scheduled, decode)
+        positions = _tensor(model_input.positions)
+        groups = self._attention_groups(scheduled, decode, positions)
+        hidden = self.model.forward(_tensor(model_input.input_ids), positions,
+                                    _tensor(model_input.slot_mapping), groups, self.cache)
+        sampled, num_rejected, num_drafts = self._sample(scheduled, decode, model_input,
+                                                         hidden)
+        backup = torch.as_tensor(scheduled.backup_token_ids, dtype=_I64, device=self.device)
+        next_tokens = next_token_ids(sampled, backup, self.fault)
+        inputs = drafter_input(model_input=model_input, next_tokens=next_tokens,
+                               num_rejected=num_rejected, vocab_size=self.model.vocab_size)
+        drafts = self.drafter.propose(inputs, hidden)
+        previous = self._in_flight
+        self._in_flight = _InFlight(scheduled.seq_ids.copy(), scheduled.is_decode.copy(),
+                                    num_drafts, sampled, next_tokens, num_rejected,
+                                    _tensor(drafts.draft_token_ids))
+        return previous.to_host() if previous is not None else None
+
+    def flush(self) -> StepResult | None:
+        """The last forward's outputs, when no further step will carry them."""
+        previous, self._in_flight = self._in_flight, None
+        return previous.to_host() if previous is not None else None
+
+    # -- inputs ------------------------------------------------------------------------
+
+    def _decode_layout(self, batch: SchedulerOutput) -> _DecodeLayout:
+        positions = np.flatnonzero(batch.is_decode)
+        counts = batch.num_scheduled_tokens.astype(np.int64)
+        starts = np.cumsum(counts) - counts
+        index = starts[positions][:, None] + np.arange(self.mtp_k + 1)
+        prev_rows = self._previous_rows(batch.seq_ids[positions])
+        return _DecodeLayout(positions, torch.as_tensor(index, device=self.device), prev_rows)
+
+    def _previous_rows(self, seq_ids: np.ndarray) -> np.ndarray:
+        rows_of = np.full(seq_ids.shape, -1, dtype=np.int64)
+        prev = self._in_flight
+        if prev is None:
+            return rows_of
+        rows = np.arange(prev.seq_ids.shape[0])
+        if self.fault == faults.SENTINEL_IN_TARGET_INPUT:
+            rows = rows[prev.is_decode]  # only the seqs the verifier saw count as deferred
+        if rows.size == 0:
+            return rows_of
+        order = np.argsort(prev.seq_ids[rows], kind="stable")
+        known, rows = prev.seq_ids[rows][order], rows[order]
+        found = np.searchsorted(known, seq_ids).clip(max=known.size - 1)
+        hit = known[found] == seq_ids
+        rows_of[hit] = rows[found[hit]]
+        return rows_of
+
+    def _model_input(self, batch: SchedulerOutput, decode: _DecodeLayout) -> contracts.ModelInput:
+        device, block_size = self.device, self.config.block_size
+        counts = torch.as_tensor(batch.num_scheduled_tokens, dtype=_I64, device=device)
+        starts = torch.zeros(counts.shape[0] + 1, dtype=_I64, device=device)
+        starts[1:] = torch.cumsum(counts, dim=0)
+        input_ids = torch.as_tensor(batch.token_ids, dtype=_I64, device=device).clone()
+        context = torch.as_tensor(batch.context_lens, dtype=_I64, device=device).clone()
+        if decode.count:
+            spans = input_ids[decode.token_index]
+            self._merge_decode_rows(batch, decode, spans, context)
+            input_ids[decode.token_index] = spans
+        num_tokens = batch.num_tokens
+        owner = torch.repeat_interleave(torch.arange(counts.shape[0], device=device), counts,
+                                        output_size=num_tokens)
+        offsets = torch.arange(num_tokens, device=device) - starts[:-1][owner]
+        positions = (context - counts)[owner] + offsets
+        tables = torch.as_tensor(batch.block_tables, dtype=_I64, device=device)
+        slots = tables[owner, positions // block_size] * block_size + positions % block_size
+        return CLOCK.build(
+            contracts.ModelInput, vocab_size=self.model.vocab_size,
+            num_slots=self.cache.num_slots, num_tokens=num_tokens,
+            seq_ids=torch.as_tensor(batch.seq_ids, dtype=_I64, device=device),
+            input_ids=input_ids, positions=positions, slot_mapping=slots,
+            query_start_loc=starts)
+
+    def _merge_decode_rows(self, batch: SchedulerOutput, decode: _DecodeLayout,
+                           spans: torch.Tensor, context: torch.Tensor) -> None:
+        """Anchors and drafts into the decode spans: the host's for new seqs, the
+        device's for deferred ones (whose context also loses last step's rejections)."""
+        new_rows = np.flatnonzero(decode.prev_rows < 0)
+        self.new_rows += int(new_rows.size)
+        self.deferred_rows += decode.count - int(new_rows.size)
+        if new_rows.size:
+            host_drafts = batch.draft_token_ids[new_rows]
+            spans[new_rows, 1:] = torch.as_tensor(host_drafts, dtype=_I64, device=self.device)
+        deferred = np.flatnonzero(decode.prev_rows >= 0)
+        prev = self._in_flight
+        if deferred.size and prev is not None:
+            rows = torch.as_tensor(decode.prev_rows[deferred], device=self.device)
+            spans[deferred, 0] = prev.next_tokens[rows]
+            spans[deferred, 1:] = prev.drafts[rows]
+            at = torch.as_tensor(decode.positions[deferred], device=self.device)
+            context[at] -= prev.num_rejected[rows]
+
+    def _attention_groups(self, batch: SchedulerOutput, decode: _DecodeLayout,
+                          positions: torch.Tensor) -> list[AttentionGroup]:
+        """All decode spans in one group; each prefill chunk in a group of its own."""
+        device, block_size = self.device, self.config.block_size
+        tables = torch.as_tensor(batch.block_tables, dtype=_I64, device=device)
+        groups = []
+        if decode.count:
+            longest = int(batch.context_lens[decode.positions].max())
+            rows = torch.as_tensor(decode.positions, device=device)
+            keys = slot_matrix(tables[rows], block_size, longest)
+            groups.append(make_group(decode.token_index, keys, positions))
+        starts = np.cumsum(batch.num_scheduled_tokens, dtype=np.int64)
+        for i in np.flatnonzero(~batch.is_decode):
+            end = int(starts[i])
+            begin = end - int(batch.num_scheduled_tokens[i])
+            queries = torch.arange(begin, end, device=device)[None, :]
+            keys = slot_matrix(tables[i:i + 1], block_size, int(batch.context_lens[i]))
+            groups.append(make_group(queries, keys, positions))
+        return groups
+
+    # -- outputs -----------------------------------------------------------------------
+
+    def _sample(
+        self, batch: SchedulerOutput, decode: _DecodeLayout,
+        model_input: contracts.ModelInput, hidden: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor, np.ndarray]:
+        """Greedy tokens per seq, ``[num_seqs, width]`` with -1 padding (vLLM's layout:
+        width ``mtp_k + 1`` when any seq decodes, else 1), rejected drafts per seq, and
+        the real drafts each decode row was verified with (host)."""
+        device, k = self.device, self.mtp_k
+        num_seqs = batch.seq_ids.shape[0]
+        ends = np.cumsum(batch.num_scheduled_tokens, dtype=np.int64)
+        finals = np.flatnonzero(~batch.is_decode & batch.samples)
+        rows = [decode.token_index.reshape(-1),
+                torch.as_tensor(ends[finals] - 1, dtype=_I64, device=device)]
+        tokens = self.model.greedy(hidden[torch.cat(rows)])
+        sampled = torch.full((num_seqs, k + 1 if decode.count else 1), contracts.PLACEHOLDER,
+                             dtype=_I64, device=device)
+        sampled[torch.as_tensor(finals, device=device), 0] = tokens[decode.count * (k + 1):]
+        num_rejected = torch.zeros(num_seqs, dtype=_I64, device=device)
+        num_drafts = np.zeros(num_seqs, dtype=np.int64)
+        if decode.count:
+            drafts_per_row = np.where(decode.prev_rows >= 0, k,
+                                      self._host_num_drafts(batch, decode))
+            num_drafts[decode.positions] = drafts_per_row
+            at = torch.as_tensor(decode.positions, device=device)
+            verified = verify_greedy(
+                seq_ids=_tensor(model_input.seq_ids)[at],
+                draft_token_ids=_tensor(model_input.input_ids)[decode.token_index[:, 1:]],
+                target_token_ids=tokens[:decode.count * (k + 1)].view(decode.count, k + 1),
+                num_drafts=torch.as_tensor(drafts_per_row, device=device),
+                mtp_k=k, vocab_size=self.model.vocab_size)
+            sampled[at] = _tensor(verified.token_ids)
+            num_rejected[at] = k - _tensor(verified.num_accepted)
+        return sampled, num_rejected, num_drafts
+
+    @staticmethod
+    def _host_num_drafts(batch: SchedulerOutput, decode: _DecodeLayout) -> np.ndarray:
+        counts = np.zeros(decode.count, dtype=np.int64)
+        new_rows = np.flatnonzero(decode.prev_rows < 0)
+        counts[new_rows] = batch.num_drafts[new_rows]
+        return counts

@@ -1,0 +1,64 @@
+"""Small engines and hand-made workloads for the runner tests.
+
+Budgets, caches and prompts are tiny so that a whole run (engine and oracle) takes a
+fraction of a second; each hand-made workload is shaped to reach one situation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import numpy as np
+
+from runner.config import EngineConfig
+from runner.engine import Engine, RunResult
+from runner.model import TinyLM
+from runner.oracle import Divergence, first_divergence, greedy_reference
+from runner.workload import Request
+
+SMALL = EngineConfig(mtp_k=3, block_size=16, num_blocks=64, max_num_seqs=8,
+                     max_num_batched_tokens=64)
+MODEL = TinyLM(SMALL.model)
+
+
+def config(**changes: object) -> EngineConfig:
+    """The small engine config with some settings changed."""
+    return dataclasses.replace(SMALL, **changes)  # type: ignore[arg-type]
+
+
+def requests_of(lengths: Sequence[int], *, max_tokens: int = 16, seed: int = 0) -> list[Request]:
+    """One request per prompt length, random prompt tokens, ids 0, 1, 2, ..."""
+    rng = np.random.default_rng(seed)
+    vocab = SMALL.model.vocab_size
+    return [Request(i, rng.integers(0, vocab, n).astype(np.int64), max_tokens)
+            for i, n in enumerate(lengths)]
+
+
+def chunk_boundary() -> tuple[EngineConfig, list[Request]]:
+    """Three short prompts and one of 130 tokens under a 64-token budget.
+
+    Step 1 prefills the short ones and 4 tokens of the long one, which then stays at
+    the head of ``running``; step 2 gives it the whole budget; step 3 its last 62 tokens,
+    leaving 2 tokens, too few for any decode span. So step 4's decode batch is seq 3 (its
+    prefill just ended: no drafts on the host yet) followed by seqs 0-2, which missed the
+    previous step and are served from the host.
+    """
+    return SMALL, requests_of([20, 20, 20, 130])
+
+
+def memory_pressure() -> tuple[EngineConfig, list[Request]]:
+    """Four requests that cannot all hold their KV blocks at once: preemption."""
+    return config(num_blocks=14), requests_of([40, 40, 40, 40], max_tokens=40)
+
+
+def run(cfg: EngineConfig, requests: Sequence[Request],
+        fault: str | None = None) -> tuple[Engine, RunResult]:
+    """Run an engine on the shared model."""
+    engine = Engine(cfg, fault=fault, model=MODEL)
+    return engine, engine.generate(requests)
+
+
+def divergence(result: RunResult, requests: Sequence[Request]) -> Divergence | None:
+    """Where the run differs from plain greedy decoding, or None."""
+    return first_divergence(greedy_reference(MODEL, requests), result.outputs)

@@ -1,0 +1,80 @@
+"""Contract time: boundary constructions and guarded checks, method bodies excluded."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import contracts
+from runner import _timing
+from runner._timing import ContractClock
+
+
+class FakeTime:
+    """A perf_counter that advances by a set amount per reading."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.step = 1.0
+
+    def perf_counter(self) -> float:
+        self.now += self.step
+        return self.now
+
+
+@pytest.fixture
+def fake_time(monkeypatch):
+    """Replace the clock module's time source with a deterministic one."""
+    fake = FakeTime()
+    monkeypatch.setattr(_timing, "time", fake)
+    return fake
+
+
+def test_build_counts_the_construction(fake_time):
+    """A boundary object's construction (its validation) counts as checking time."""
+    clock = ContractClock()
+    result = clock.build(dict, a=1)
+    assert result == {"a": 1}
+    assert clock.seconds == 1.0
+
+
+def test_build_with_checks_off_is_engine_work(fake_time):
+    """With contracts off nothing is validated, so construction is not checking time."""
+    clock = ContractClock()
+    with contracts.checking(mode="off"):
+        clock.build(dict, a=1)
+    assert clock.seconds == 0.0
+
+
+def test_guarded_call_counts_checks_but_not_the_body(fake_time, monkeypatch):
+    """Around-check time minus the body's own time is what the clock keeps."""
+    clock = ContractClock()
+    monkeypatch.setattr(_timing, "CLOCK", clock)
+
+    @_timing.guarded(ids=np.ndarray)
+    def consume(ids):
+        fake_time.now += 100.0  # a long body
+        return int(ids.sum())
+
+    assert consume(np.arange(3)) == 3
+    assert 0 < clock.seconds < 100.0
+
+
+def test_guarded_is_the_plain_function_when_checks_are_off():
+    """Mode off at decoration: no wrapper at all, so nothing to pay or to time."""
+    def consume(ids):
+        return ids
+
+    with contracts.checking(mode="off"):
+        assert _timing.guarded(ids=np.ndarray)(consume) is consume
+
+
+def test_guarded_still_checks(fake_time):
+    """The timing wrapper keeps the guard's behaviour: a wrong type is refused."""
+    @_timing.guarded(ids=np.ndarray)
+    def consume(ids):
+        return ids
+
+    with pytest.raises(contracts.ContractViolation) as caught:
+        consume([1, 2])
+    assert caught.value.codes == ("SG001",)

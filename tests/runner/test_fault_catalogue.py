@@ -1,0 +1,179 @@
+"""Every catalogued fault, both ways: what it does to an unguarded engine, and where
+strict contracts at full depth stop it (the rule, the seq, its batch position)."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+from engine_builders import MODEL, chunk_boundary, divergence, memory_pressure
+
+import contracts
+from runner import faults
+from runner.engine import Engine
+from runner.faults import FAULTS
+
+#: The hand-made workload that reaches each fault's code path.
+WORKLOADS = {
+    faults.COMPACT_DRAFT_ROWS: chunk_boundary,
+    faults.SENTINEL_TO_EMBEDDING: chunk_boundary,
+    faults.COMPACT_BLOCK_TABLES: chunk_boundary,
+    faults.DUPLICATE_SEQ_ID: memory_pressure,
+    faults.WRONG_DRAFT_WIDTH: chunk_boundary,
+    faults.SENTINEL_IN_TARGET_INPUT: chunk_boundary,
+}
+
+#: Without contracts: the exception the engine dies with (None: it finishes, diverged).
+UNGUARDED = {
+    faults.COMPACT_DRAFT_ROWS: (IndexError, "index 3 is out of bounds for axis 0 with size 3"),
+    faults.SENTINEL_TO_EMBEDDING: (IndexError, "index out of range in self"),
+    faults.COMPACT_BLOCK_TABLES: (IndexError, "out of bounds for dimension with size 0"),
+    faults.DUPLICATE_SEQ_ID: None,
+    faults.WRONG_DRAFT_WIDTH: (IndexError, "is out of bounds for dimension 0"),
+    faults.SENTINEL_IN_TARGET_INPUT: (IndexError, "index out of range in self"),
+}
+
+#: With strict contracts: the object that refuses the bad data.
+SUBJECTS = {
+    faults.COMPACT_DRAFT_ROWS: "ScheduledBatch",
+    faults.SENTINEL_TO_EMBEDDING: "DrafterInput",
+    faults.COMPACT_BLOCK_TABLES: "ScheduledBatch",
+    faults.DUPLICATE_SEQ_ID: "ScheduledBatch",
+    faults.WRONG_DRAFT_WIDTH: "ScheduledBatch",
+    faults.SENTINEL_IN_TARGET_INPUT: "ModelInput",
+}
+
+
+def _engine(name: str) -> tuple[Engine, list]:
+    cfg, requests = WORKLOADS[name]()
+    return Engine(cfg, fault=name, model=MODEL), requests
+
+
+def test_catalogue_is_covered():
+    """Every fault in the catalogue has a workload and expectations here."""
+    assert set(FAULTS) == set(WORKLOADS) == set(UNGUARDED) == set(SUBJECTS)
+
+
+@pytest.mark.parametrize("name", list(FAULTS))
+def test_clean_engine_passes_the_same_workload(name):
+    """Without the fault, the workload runs clean at full depth and matches greedy."""
+    cfg, requests = WORKLOADS[name]()
+    with contracts.checking(mode="strict", depth="full"):
+        engine = Engine(cfg, model=MODEL)
+        result = engine.generate(requests)
+    assert result.stats.violations == 0
+    assert divergence(result, requests) is None
+
+
+@pytest.mark.parametrize("name", list(FAULTS))
+def test_without_contracts_the_fault_breaks_the_engine(name):
+    """Contracts off: the engine fails deep inside, or its tokens differ from greedy."""
+    engine, requests = _engine(name)
+    expected = UNGUARDED[name]
+    with contracts.checking(mode="off"):
+        if expected is None:
+            result = engine.generate(requests)
+            assert divergence(result, requests) is not None
+            return
+        error_type, message = expected
+        with pytest.raises(error_type, match=re.escape(message)):
+            engine.generate(requests)
+    assert engine.stats.contract_checks == 0
+
+
+@pytest.mark.parametrize("name", list(FAULTS))
+def test_strict_contracts_stop_the_fault_at_the_boundary(name):
+    """Strict, full depth: a ContractViolation naming the rule, the seq and its position."""
+    engine, requests = _engine(name)
+    with contracts.checking(mode="strict", depth="full"), \
+            pytest.raises(contracts.ContractViolation) as caught:
+        engine.generate(requests)
+    violation = caught.value.violations[0]
+    assert violation.code == FAULTS[name].rule
+    assert violation.subject == SUBJECTS[name]
+    assert violation.seq_id is not None and violation.position is not None
+    assert f"seq {violation.seq_id} at batch position {violation.position}" in str(caught.value)
+    assert str(caught.value).startswith(f"{SUBJECTS[name]} broke 1 rule:")
+
+
+def _stop(name: str) -> tuple[Engine, contracts.Violation]:
+    engine, requests = _engine(name)
+    with contracts.checking(mode="strict", depth="full"), \
+            pytest.raises(contracts.ContractViolation) as caught:
+        engine.generate(requests)
+    return engine, caught.value.violations[0]
+
+
+def test_compact_draft_rows_names_the_seq_without_drafts():
+    """The ATOM seed: the violation points at the just-prefilled seq, at step 4."""
+    engine, violation = _stop(faults.COMPACT_DRAFT_ROWS)
+    assert (violation.seq_id, violation.position, engine.current_step) == (3, 0, 4)
+    assert engine.scheduler.seqs[3].drafts.size == 0
+    assert violation.expected == "num_decode=4" and violation.actual == "3"
+
+
+def test_sentinel_to_embedding_names_the_mid_prompt_seq():
+    """The vLLM seed: the -1 sits at the sample index of the discarded (mid-prompt) row."""
+    engine, violation = _stop(faults.SENTINEL_TO_EMBEDDING)
+    assert (violation.seq_id, engine.current_step) == (3, 1)
+    assert violation.token == 63  # seq 3's 4-token chunk ends the 64-token stream
+    assert "input id is -1" in violation.reason
+
+
+def test_compact_block_tables_names_the_first_seq_without_a_table():
+    """Step 1 admits every seq; their tables were gathered before allocation."""
+    engine, violation = _stop(faults.COMPACT_BLOCK_TABLES)
+    assert (violation.seq_id, violation.position, engine.current_step) == (0, 0, 1)
+
+
+def test_duplicate_seq_id_names_the_second_occurrence():
+    """The preempted seq left in ``running`` is scheduled twice in one step."""
+    engine, violation = _stop(faults.DUPLICATE_SEQ_ID)
+    assert engine.scheduler.seqs[violation.seq_id].num_preemptions > 0
+    assert engine.scheduler.running.count(engine.scheduler.seqs[violation.seq_id]) > 1
+    assert "appears twice" in violation.reason
+
+
+def test_wrong_draft_width_names_the_trimmed_seq():
+    """The seq scheduled fewer than mtp_k + 1 tokens is the one near its limit."""
+    engine, violation = _stop(faults.WRONG_DRAFT_WIDTH)
+    seq = engine.scheduler.seqs[violation.seq_id]
+    assert seq.max_tokens - seq.num_output <= engine.config.mtp_k + 1
+    assert violation.expected == f"mtp_k+1={engine.config.mtp_k + 1}"
+
+
+def test_sentinel_in_target_input_names_the_first_decode():
+    """The -1 padding of seq 3's first decode reaches the target's input ids."""
+    engine, violation = _stop(faults.SENTINEL_IN_TARGET_INPUT)
+    assert (violation.seq_id, violation.position, engine.current_step) == (3, 0, 4)
+    assert violation.token == 1  # the first draft slot after seq 3's anchor
+
+
+def test_unknown_fault_name_is_refused():
+    """A typo in a fault name fails at once, listing the known ones."""
+    with pytest.raises(ValueError, match=r"unknown fault .compact-rows.*compact-draft-rows"):
+        Engine(fault="compact-rows", model=MODEL)
+
+
+def test_faults_are_injected_in_engine_code_not_in_objects():
+    """Each fault's sites name scheduler, runner or drafter functions that exist."""
+    import runner.drafter
+    import runner.model_runner
+    import runner.scheduler
+
+    owners = {"Scheduler": runner.scheduler.Scheduler,
+              "ModelRunner": runner.model_runner.ModelRunner, "drafter": runner.drafter}
+    for fault in FAULTS.values():
+        for site in fault.sites:
+            owner, name = site.split(".")
+            assert hasattr(owners[owner], name), site
+
+
+def test_warn_mode_logs_the_violation_and_lets_the_fault_through(caplog):
+    """Warn mode reports the violation and then the engine fails as without contracts."""
+    engine, requests = _engine(faults.COMPACT_DRAFT_ROWS)
+    with contracts.checking(mode="warn", depth="full"), pytest.raises(IndexError):
+        engine.generate(requests)
+    assert any("SG101" in record.getMessage() for record in caplog.records)
+    assert np.isfinite(engine.stats.step_seconds)

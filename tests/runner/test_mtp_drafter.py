@@ -1,0 +1,83 @@
+"""The drafter's padded input (vLLM layout) and its proposals."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import contracts
+from runner import faults
+from runner.config import ModelConfig
+from runner.drafter import Drafter, drafter_input, next_token_ids
+from runner.model import TinyLM
+
+MODEL = TinyLM(ModelConfig())
+
+
+def test_next_token_is_the_last_real_entry_or_the_backup():
+    """Decode rows give their correction token, finished prefills their sampled token,
+    discarded (mid-prompt) rows the next prompt token."""
+    sampled = torch.tensor([[4, 5, -1, -1], [7, -1, -1, -1], [-1, -1, -1, -1]])
+    backup = torch.tensor([100, 101, 102])
+    assert next_token_ids(sampled, backup).tolist() == [5, 7, 102]
+
+
+def test_one_token_rows_still_mask_discarded_rows():
+    """With no decode seq (one token per row) a discarded row still takes its backup."""
+    sampled = torch.tensor([[7], [-1]])
+    assert next_token_ids(sampled, torch.tensor([1, 2])).tolist() == [7, 2]
+
+
+def test_sentinel_fault_lets_the_discarded_row_through():
+    """The vLLM 0.11.0 fast path skips the mask when rows are one token wide."""
+    sampled = torch.tensor([[7], [-1]])
+    chosen = next_token_ids(sampled, torch.tensor([1, 2]), faults.SENTINEL_TO_EMBEDDING)
+    assert chosen.tolist() == [7, -1]
+    wide = torch.tensor([[7, 8], [-1, -1]])
+    assert next_token_ids(wide, torch.tensor([1, 2]),
+                          faults.SENTINEL_TO_EMBEDDING).tolist() == [8, 2]
+
+
+def _model_input(ids, starts):
+    ids = torch.tensor(ids)
+    return contracts.ModelInput(
+        vocab_size=MODEL.vocab_size, num_slots=64, num_tokens=ids.shape[0],
+        seq_ids=torch.arange(len(starts) - 1), input_ids=ids,
+        positions=torch.arange(ids.shape[0]), slot_mapping=torch.arange(ids.shape[0]),
+        query_start_loc=torch.tensor(starts))
+
+
+def test_drafter_input_shifts_ids_and_writes_next_tokens_where_it_samples():
+    """Ids move left by one; each seq's newest token sits after its last accepted one."""
+    model_input = _model_input([10, 11, 12, 13, 20, 21], [0, 4, 6])
+    inputs = drafter_input(model_input=model_input, next_tokens=torch.tensor([90, 91]),
+                           num_rejected=torch.tensor([2, 0]), vocab_size=MODEL.vocab_size)
+    assert inputs.sample_indices.tolist() == [1, 5]
+    assert inputs.input_ids.tolist() == [11, 90, 13, 20, 21, 91]
+
+
+def test_drafter_input_stops_a_sentinel_before_the_embedding():
+    """A -1 next token is a violation of the runner → drafter hand-over (SG301)."""
+    model_input = _model_input([10, 11, 12, 20, 21], [0, 3, 5])
+    with contracts.checking(mode="strict", depth="full"), \
+            pytest.raises(contracts.ContractViolation) as caught:
+        drafter_input(model_input=model_input, next_tokens=torch.tensor([90, -1]),
+                      num_rejected=torch.tensor([0, 0]), vocab_size=MODEL.vocab_size)
+    assert caught.value.codes == ("SG301",)
+    assert "seq 1 at batch position 1, token 4: input id is -1" in str(caught.value)
+
+
+def test_proposals_are_mtp_k_valid_ids_per_seq_and_deterministic():
+    """Every seq, discarded rows included, gets mtp_k in-vocabulary drafts."""
+    model_input = _model_input([10, 11, 12, 20, 21], [0, 3, 5])
+    inputs = drafter_input(model_input=model_input, next_tokens=torch.tensor([90, 91]),
+                           num_rejected=torch.tensor([0, 1]), vocab_size=MODEL.vocab_size)
+    hidden = torch.randn(5, MODEL.config.d_model, dtype=torch.float64,
+                         generator=torch.Generator().manual_seed(0))
+    drafter = Drafter(MODEL, mtp_k=3)
+    first, second = drafter.propose(inputs, hidden), drafter.propose(inputs, hidden)
+    assert first.draft_token_ids.shape == (2, 3)
+    assert torch.equal(first.draft_token_ids, second.draft_token_ids)
+    assert first.seq_ids.tolist() == [0, 1]
+    assert int(first.draft_token_ids.min()) >= 0
+    assert int(first.draft_token_ids.max()) < MODEL.vocab_size
