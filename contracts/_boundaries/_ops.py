@@ -17,6 +17,7 @@ __all__ = [
     "row_col",
     "row_entries",
     "value_text",
+    "within_columns",
 ]
 
 
@@ -40,16 +41,22 @@ def ceil_div(a: Any, divisor: int) -> Any:
     return (a + (divisor - 1)) // divisor
 
 
+def within_columns(columns: Any, width: int) -> bool:
+    """True when every column is known, on the host, to lie in ``[0, width)``.
+
+    False means "not known": some column is outside, there are none, or they live on a
+    device (reading the answer would sync). One unsigned maximum answers: negative
+    columns wrap to huge unsigned values.
+    """
+    if not isinstance(columns, np.ndarray) or columns.size == 0:
+        return False
+    unsigned = _UNSIGNED.get(columns.dtype)
+    return unsigned is not None and bool(np.maximum.reduce(columns.view(unsigned), None) < width)
+
+
 def clip_columns(columns: Any, width: int) -> Any:
     """``columns`` clipped to ``[0, width)`` in place: callers pass a temporary."""
     if isinstance(columns, np.ndarray):
-        unsigned = _UNSIGNED.get(columns.dtype)
-        # Elementwise max/min are slow integer loops; one unsigned maximum usually shows
-        # that nothing needs clipping (negative columns wrap to huge unsigned values).
-        if unsigned is not None and (
-            columns.size == 0 or np.maximum.reduce(columns.view(unsigned), None) < width
-        ):
-            return columns
         np.maximum(columns, 0, out=columns)
         return np.minimum(columns, width - 1, out=columns)
     return columns.clamp_(0, width - 1)

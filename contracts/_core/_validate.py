@@ -8,6 +8,7 @@ crashes on hostile input is reported as ``SG000`` instead of escaping as an Inde
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -15,12 +16,12 @@ from typing import Any
 
 from contracts._core._config import Collect, Config, Depth, Mode, current
 from contracts._core._errors import ContractViolation
-from contracts._core._fields import FieldSpec
+from contracts._core._fields import ArrayField, FieldSpec
 from contracts._core._listeners import notify
 from contracts._core._metadata import metadata_findings
 from contracts._core._registry import REGISTRY, Rule, rules_for
 from contracts._core._stats import STATS
-from contracts._core._values import Values
+from contracts._core._values import Values, host_twin
 from contracts._core._violation import Finding, Violation
 
 __all__ = ["Plan", "report", "validate"]
@@ -36,6 +37,8 @@ class Plan:
     fields: tuple[FieldSpec, ...]
     fast_check: Callable[[Any], bool]
     _rules: tuple[Rule, ...] | None = None
+    _names: tuple[str, ...] | None = None
+    _anchor: str | None = None
 
     @property
     def rules(self) -> tuple[Rule, ...]:
@@ -43,6 +46,17 @@ class Plan:
         if self._rules is None:
             self._rules = rules_for(self.subject)
         return self._rules
+
+    def rule_target(self, obj: Any) -> Any:
+        """What value rules read: ``obj``, or its twin of numpy views over CPU tensors."""
+        if self._names is None:
+            self._names = tuple(f.name for f in dataclasses.fields(obj))
+            # The first required array: with clean metadata it speaks for every array.
+            self._anchor = next((s.name for s in self.fields
+                                 if isinstance(s, ArrayField) and not s.optional), None)
+        if self._anchor is None:
+            return obj
+        return host_twin(obj, self._anchor, self._names)
 
 
 def _violation(
@@ -97,13 +111,15 @@ def _value_violations(
     # The hot loop of full depth: no helper call and no allocation per rule, since a
     # try block costs nothing until something raises.
     values = Values(config, plan.subject)
+    # Clean metadata guarantees one backend and device: only then may rules read views.
+    target = plan.rule_target(obj) if bindings is None else obj
     found: list[Violation] = []
     for rule in plan.rules:
         if skip and rule.fields & skip:
             continue
         values.rule = code = rule.code
         try:
-            finding = rule.check(obj, values)  # type: ignore[misc]
+            finding = rule.check(target, values)  # type: ignore[misc]
         except ContractViolation:
             raise
         except Exception as error:  # a rule must never turn bad input into a foreign error

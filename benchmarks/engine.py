@@ -1,0 +1,131 @@
+"""The reference engine's step time with contracts on against contracts off.
+
+Three engines serve the same workload (``specguard run``'s defaults) in lockstep: one
+with contracts off, one strict at the default depth (metadata), one strict at full
+depth. Each round steps every engine once, in a shuffled order, under its own settings;
+step ``i`` of every engine does the same work (same requests, same greedy tokens), so
+per-step ratios compare like with like and machine drift cancels. The guards were
+decorated at import with the mode then in force, so "off" here is the runtime switch
+(the guard's wrapper stays; it skips every check).
+
+A difference of step times is noisy at the level of a few percent; the engine also
+tallies the time spent inside contract checks, which gives the overhead directly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import random
+import statistics
+from collections.abc import Callable
+from typing import Any
+
+import contracts
+
+__all__ = ["QUICK_WORKLOAD", "engine_overhead"]
+
+#: A smoke workload: a handful of short requests (a few steps).
+QUICK_WORKLOAD = {"requests": 4, "max_prompt": 64, "max_tokens": 8}
+
+_MODES = {
+    "off": {"mode": "off"},
+    "strict": {"mode": "strict", "depth": "metadata"},
+    "strict_full": {"mode": "strict", "depth": "full"},
+}
+
+
+def _defaults(overrides: dict[str, int] | None) -> argparse.Namespace:
+    """``specguard run``'s default options, read from its own parser."""
+    from runner import main_job
+
+    parser = argparse.ArgumentParser()
+    main_job.add_arguments(parser)
+    options = parser.parse_args([])
+    for name, value in (overrides or {}).items():
+        setattr(options, name, value)
+    return options
+
+
+def _engine(options: argparse.Namespace) -> Any:
+    from runner.config import EngineConfig, ModelConfig
+    from runner.engine import Engine
+    from runner.workload import synthetic_requests
+
+    config = EngineConfig(
+        mtp_k=options.mtp_k, block_size=options.block_size, num_blocks=options.num_blocks,
+        max_num_seqs=options.max_num_seqs, max_num_batched_tokens=options.max_batched_tokens,
+        device="cpu", model=ModelConfig(seed=options.seed))
+    engine = Engine(config)
+    for request in synthetic_requests(
+            options.requests, vocab_size=config.model.vocab_size, seed=options.seed,
+            min_prompt=options.min_prompt, max_prompt=options.max_prompt,
+            max_tokens=options.max_tokens):
+        engine.scheduler.add(request)
+    return engine
+
+
+def _contract_clock() -> Any:
+    """The engine's own tally of time spent in contract checks (what ``specguard run``
+    reports as contract time), or None if this engine has none."""
+    try:
+        timing = importlib.import_module("runner._timing")
+    except ImportError:
+        return None
+    return getattr(timing, "CLOCK", None)
+
+
+def _lockstep(engines: dict[str, Any], clock: Callable[[], float]
+              ) -> tuple[dict[str, list[float]], dict[str, float]]:
+    """Step every engine once per round until all are done.
+
+    Returns the seconds of every step, and each engine's seconds in contract checks.
+    """
+    times: dict[str, list[float]] = {name: [] for name in engines}
+    checking = dict.fromkeys(engines, 0.0)
+    tally = _contract_clock()
+    order = list(engines)
+    shuffle = random.Random(0).shuffle
+    while any(engine.scheduler.has_unfinished() for engine in engines.values()):
+        shuffle(order)
+        for name in order:
+            engine = engines[name]
+            if not engine.scheduler.has_unfinished():
+                continue
+            before = tally.seconds if tally is not None else 0.0
+            with contracts.checking(**_MODES[name]):
+                start = clock()
+                engine.step()
+                times[name].append(clock() - start)
+            checking[name] += (tally.seconds if tally is not None else 0.0) - before
+    return times, checking
+
+
+def engine_overhead(workload: dict[str, int] | None, clock: Callable[[], float]
+                    ) -> dict[str, Any]:
+    """Step times of the reference engine by contract setting, or why it could not run."""
+    try:
+        options = _defaults(workload)
+        engines = {name: _engine(options) for name in _MODES}
+    except ImportError as error:
+        return {"available": False, "reason": f"the reference engine is not importable: {error}"}
+    times, checking = _lockstep(engines, clock)
+    steps = min(len(t) for t in times.values())
+    if steps == 0 or len({len(t) for t in times.values()}) != 1:
+        return {"available": False, "reason": "the engines did not take the same steps"}
+    result: dict[str, Any] = {
+        "available": True,
+        "workload": f"{options.requests} requests, prompts {options.min_prompt}-"
+                    f"{options.max_prompt}, {options.max_tokens} tokens each, "
+                    f"mtp_k={options.mtp_k}",
+        "steps": steps,
+        "off_ms": statistics.fmean(times["off"]) * 1e3,
+    }
+    for name in ("strict", "strict_full"):
+        # Step i of both engines did the same work: the median of the per-step ratios
+        # is robust to the few steps a noisy neighbour happened to slow down.
+        ratio = statistics.median(a / b for a, b in zip(times[name], times["off"], strict=True))
+        result[f"{name}_ms"] = statistics.fmean(times[name]) * 1e3
+        result[f"{name}_overhead"] = ratio - 1
+        result[f"{name}_contract_share"] = checking[name] / sum(times[name])
+    return result

@@ -1,0 +1,86 @@
+"""The bench report as Markdown: the tables of ``specguard bench`` and of the docs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["format_report"]
+
+_COLUMNS = (
+    ("backend", "backend", "{}"),
+    ("batch", "B", "{}"),
+    ("floor_us", "floor µs", "{:.1f}"),
+    ("full_us", "full µs", "{:.1f}"),
+    ("full_vs_floor", "full ÷ floor", "{:.2f}×"),
+    ("metadata_us", "metadata µs", "{:.2f}"),
+    ("construct_us", "construct µs", "{:.1f}"),
+    ("naive_us", "naive µs", "{:.1f}"),
+    ("naive_vs_construct", "naive ÷ construct", "{:.1f}×"),
+    ("peak_bytes", "peak extra KiB", "{:.1f}"),
+    ("token_bytes", "token arrays KiB", "{:.1f}"),
+)
+
+
+def _cell(key: str, pattern: str, value: Any) -> str:
+    if value is None:
+        return "n/a"
+    if key.endswith("_bytes"):
+        value = value / 1024
+    return pattern.format(value)
+
+
+def validation_table(rows: list[dict[str, Any]]) -> str:
+    """One line per backend and batch size."""
+    lines = ["| " + " | ".join(title for _, title, _ in _COLUMNS) + " |",
+             "|" + "|".join("---" if i < 2 else "---:" for i in range(len(_COLUMNS))) + "|"]
+    for row in rows:
+        cells = (_cell(key, pattern, row[key]) for key, _, pattern in _COLUMNS)
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _engine_lines(engine: dict[str, Any]) -> list[str]:
+    if not engine.get("available"):
+        return [f"- engine step: not measured ({engine.get('reason', 'unavailable')})"]
+    smoke = " (smoke workload: steps too short to judge the overhead)" if engine.get("smoke") \
+        else ""
+    return [
+        f"- engine step ({engine['workload']}; {engine['steps']} steps, in lockstep): "
+        f"contracts off {engine['off_ms']:.2f} ms; strict (metadata depth) "
+        f"{engine['strict_ms']:.2f} ms, {engine['strict_overhead']:+.2%}; strict full depth "
+        f"{engine['strict_full_ms']:.2f} ms, {engine['strict_full_overhead']:+.2%} "
+        f"(median of the per-step ratios to off){smoke}",
+        f"- time inside contract checks, by the engine's own wall-clock tally: "
+        f"{engine['strict_contract_share']:.2%} of step time (metadata depth), "
+        f"{engine['strict_full_contract_share']:.2%} (full depth)",
+    ]
+
+
+def format_report(report: dict[str, Any]) -> str:
+    """The full report: machine, validation table, mode off, engine, targets."""
+    m = report["machine"]
+    s = report["settings"]
+    off = report["mode_off"]
+    lines = [
+        f"Machine: {m['cpu']}, {m['cores']} cores; Python {m['python']}, numpy {m['numpy']}, "
+        f"torch {m['torch']} (1 thread), pydantic {m['pydantic']}, "
+        f"jaxtyping {m.get('jaxtyping', '?')}, beartype {m.get('beartype', '?')}",
+        f"Decode batches, mtp_k={s['mtp_k']}, vocab {s['vocab_size']}; median of "
+        f"{s['repeats']} interleaved repeats of about {s['target_ms']:g} ms each "
+        f"({s['clock']}).",
+        "",
+        validation_table(report["validation"]),
+        "",
+        f"- mode off: decorated method is the original function: {off['identity']}; "
+        f"call {off['off_us']:.3f} µs vs undecorated {off['plain_us']:.3f} µs "
+        f"(guarded, strict, metadata depth: {off['strict_metadata_us']:.2f} µs)",
+        *_engine_lines(report["engine"]),
+        "",
+        "Targets:",
+    ]
+    for target in report["targets"]:
+        mark = "met" if target["met"] else "MISSED"
+        value = target["value"]
+        shown = f"{value:.3f}" if isinstance(value, float) else str(value)
+        lines.append(f"- [{mark}] {target['target']} ({shown})")
+    return "\n".join(lines)

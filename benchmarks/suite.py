@@ -1,0 +1,248 @@
+"""Every measurement of ``specguard bench``, taken in one run, as one JSON-ready report."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import platform
+import sys
+import time
+import tracemalloc
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+import contracts
+from benchmarks import floor
+from benchmarks.agreement import disagreements
+from benchmarks.engine import QUICK_WORKLOAD, engine_overhead
+from benchmarks.timing import Case, Timings, interleave
+from benchmarks.workload import MTP_K, VOCAB_SIZE, Fields, build, decode_batch, to_torch
+
+__all__ = ["Settings", "run_suite"]
+
+Progress = Callable[[str], None]
+
+_US = 1e6
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What to measure and how hard."""
+
+    sizes: tuple[int, ...] = (8, 128, 1024, 8192)
+    backends: tuple[str, ...] = ("numpy", "torch")
+    repeats: int = 21
+    target_s: float = 0.01
+    #: Overrides of ``specguard run``'s default workload (None: the defaults).
+    engine_workload: dict[str, int] | None = None
+    clock: Callable[[], float] = time.process_time
+
+    @classmethod
+    def quick(cls) -> Settings:
+        """A smoke run: two small batches, few short repeats."""
+        return cls(sizes=(8, 128), repeats=3, target_s=0.0005,
+                   engine_workload=QUICK_WORKLOAD)
+
+    @property
+    def clock_name(self) -> str:
+        """How the clock is described in the report."""
+        return "process CPU time" if self.clock is time.process_time else "wall-clock time"
+
+
+@contextlib.contextmanager
+def _one_torch_thread() -> Iterator[None]:
+    """Validation is single-threaded work; keep torch's thread pool out of the timings."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        yield
+        return
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
+def machine() -> dict[str, Any]:
+    """The machine and the versions the figures were measured with."""
+    import beartype
+    import jaxtyping
+    import pydantic
+    import torch
+
+    return {
+        "cpu": _cpu_name(),
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "torch": torch.__version__,
+        "pydantic": pydantic.__version__,
+        "jaxtyping": _version("jaxtyping", jaxtyping),
+        "beartype": beartype.__version__,
+        "platform": platform.platform(terse=True),
+    }
+
+
+def _version(name: str, module: Any) -> str:
+    """A package's version from its metadata (not every package sets ``__version__``)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return str(getattr(module, "__version__", "unknown"))
+
+
+def _cpu_name() -> str:
+    with contextlib.suppress(OSError), open("/proc/cpuinfo", encoding="utf-8") as info:
+        for line in info:
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
+
+
+def _fields(size: int, backend: str) -> Fields:
+    fields = decode_batch(size)
+    return to_torch(fields) if backend == "torch" else fields
+
+
+def _interleave(cases: dict[str, Case], settings: Settings) -> Timings:
+    return interleave(cases, repeats=settings.repeats, target_s=settings.target_s,
+                      clock=settings.clock)
+
+
+def _peak_bytes(check: Callable[[], object]) -> int:
+    """Peak memory ``check`` allocates beyond what is already live (numpy is traced)."""
+    check()
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        before = tracemalloc.get_traced_memory()[0]
+        check()
+        return tracemalloc.get_traced_memory()[1] - before
+    finally:
+        tracemalloc.stop()
+
+
+def _validation_row(size: int, backend: str, settings: Settings) -> dict[str, Any]:
+    from benchmarks.naive import naive_batch
+
+    fields = _fields(size, backend)
+    problems = disagreements(fields)
+    if problems:
+        raise RuntimeError("checkers disagree, the comparison would be unfair: "
+                           + "; ".join(problems))
+    batch = build(fields)
+    check = floor.check if backend == "numpy" else floor.check_torch
+    metadata = contracts.Config(mode=contracts.Mode.STRICT, depth=contracts.Depth.METADATA)
+    ns = {"validate": contracts.validate, "b": batch, "check": check, "f": fields,
+          "build": contracts.ScheduledBatch, "naive": naive_batch, "metadata": metadata}
+    # Two comparisons, each interleaved on its own: the naive baseline allocates far
+    # more than the rest and would disturb the floor comparison's caches.
+    against_floor = {
+        "floor": Case("check(b)", ns),
+        "full": Case("validate(b)", ns),
+        "metadata": Case("validate(b, config=metadata)", ns),
+    }
+    against_naive = {"construct": Case("build(**f)", ns), "naive": Case("naive(**f)", ns)}
+    with contracts.checking(mode="strict", depth="full", collect="first"):
+        floor_timings = _interleave(against_floor, settings)
+        naive_timings = _interleave(against_naive, settings)
+        traced = backend == "numpy"
+        peak = _peak_bytes(lambda: contracts.validate(batch)) if traced else None
+        floor_peak = _peak_bytes(lambda: check(batch)) if traced else None
+    token_bytes = sum(int(fields[n].nbytes) for n in ("token_ids", "draft_token_ids"))
+    row: dict[str, Any] = {"backend": backend, "batch": size}
+    row.update({f"{name}_us": floor_timings.median(name) * _US for name in against_floor})
+    row.update({f"{name}_us": naive_timings.median(name) * _US for name in against_naive})
+    row.update({
+        "full_vs_floor": floor_timings.ratio("full", "floor"),
+        "naive_vs_construct": naive_timings.ratio("naive", "construct"),
+        "peak_bytes": peak,
+        "floor_peak_bytes": floor_peak,
+        "token_bytes": token_bytes,
+    })
+    return row
+
+
+def _execute(self: Any, batch: contracts.ScheduledBatch) -> int:
+    """A runner method: reads one field of the batch it is handed."""
+    return batch.num_tokens
+
+
+def mode_off(settings: Settings) -> dict[str, Any]:
+    """A method guarded while the mode is off, against the same method undecorated."""
+    from adapters import guard
+
+    with contracts.checking(mode="off"):
+        decorated_off = guard(batch=contracts.ScheduledBatch)(_execute)
+    with contracts.checking(mode="strict", depth="metadata"):
+        decorated_strict = guard(batch=contracts.ScheduledBatch)(_execute)
+    plain = type("Runner", (), {"execute": _execute})()
+    off = type("Runner", (), {"execute": decorated_off})()
+    strict = type("Runner", (), {"execute": decorated_strict})()
+    ns = {"plain": plain, "off": off, "strict": strict, "b": build(decode_batch(128))}
+    cases = {
+        "plain": Case("plain.execute(b)", ns),
+        "off": Case("off.execute(b)", ns),
+        "strict": Case("strict.execute(b)", ns),
+    }
+    with contracts.checking(mode="strict", depth="metadata"):
+        timings = _interleave(cases, settings)
+    return {
+        "identity": decorated_off is _execute,
+        "plain_us": timings.median("plain") * _US,
+        "off_us": timings.median("off") * _US,
+        "strict_metadata_us": timings.median("strict") * _US,
+    }
+
+
+def _targets(rows: list[dict[str, Any]], off: dict[str, Any], engine: dict[str, Any]
+             ) -> list[dict[str, Any]]:
+    found = []
+    for row in rows:
+        where = f"{row['backend']} B={row['batch']}"
+        if row["backend"] == "numpy":
+            limit = 1.5 if row["batch"] >= 1024 else 2.0
+            found.append({"target": f"full ≤ {limit}× floor, {where}",
+                          "value": row["full_vs_floor"], "met": row["full_vs_floor"] <= limit})
+        found.append({"target": f"faster than the naive baseline, {where}",
+                      "value": row["naive_vs_construct"], "met": row["naive_vs_construct"] > 1})
+    found.append({"target": "mode off is the original function", "value": off["identity"],
+                  "met": off["identity"]})
+    # A smoke workload's steps are a few milliseconds: too short to judge the overhead.
+    if engine.get("available") and not engine.get("smoke"):
+        for name, label in (("strict", "metadata depth"), ("strict_full", "full depth")):
+            overhead = engine[f"{name}_overhead"]
+            found.append({"target": f"engine step time, strict vs off ≤ +3% ({label})",
+                          "value": overhead, "met": overhead <= 0.03})
+    return found
+
+
+def run_suite(settings: Settings, progress: Progress) -> dict[str, Any]:
+    """Measure everything; ``progress`` hears one line per step."""
+    rows = []
+    with _one_torch_thread():
+        for backend in settings.backends:
+            for size in settings.sizes:
+                progress(f"validation: {backend} B={size}")
+                rows.append(_validation_row(size, backend, settings))
+        progress("mode off")
+        off = mode_off(settings)
+        progress("engine steps: off, strict and strict full depth in lockstep")
+        engine = engine_overhead(settings.engine_workload, settings.clock)
+        engine["smoke"] = settings.engine_workload is not None
+    return {
+        "machine": machine(),
+        "settings": {"sizes": list(settings.sizes), "mtp_k": MTP_K, "vocab_size": VOCAB_SIZE,
+                     "repeats": settings.repeats, "target_ms": settings.target_s * 1e3,
+                     "clock": settings.clock_name, "torch_threads": 1},
+        "validation": rows,
+        "mode_off": off,
+        "engine": engine,
+        "targets": _targets(rows, off, engine),
+    }
