@@ -1,7 +1,8 @@
 """How much of a step goes to contract checks: object construction and guarded calls.
 
 Boundary objects validate themselves when built, so building one is timed as a whole
-(with contracts off nothing is validated, and construction is plain engine work). A
+(with contracts off nothing is validated, and construction is plain engine work); so is
+work done only for the checks, such as recording a forward for the step tracker. A
 guarded method is timed around ``adapters.guard`` with its own body excluded, which
 leaves exactly the time spent checking its arguments and result.
 """
@@ -37,11 +38,15 @@ class ContractClock:
 
     def build(self, make: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
         """Call a boundary constructor, counting its time as checking (unless off)."""
+        return self.checking(make, *args, **kwargs)
+
+    def checking(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        """Call ``fn``, work done only for the checks, counting its time (unless off)."""
         if contracts.current_config().mode is contracts.Mode.OFF:
-            return make(*args, **kwargs)
+            return fn(*args, **kwargs)
         start = time.perf_counter()
         try:
-            return make(*args, **kwargs)
+            return fn(*args, **kwargs)
         finally:
             self.seconds += time.perf_counter() - start
 

@@ -8,6 +8,11 @@ the batch's :class:`contracts.ScheduledBatch`, and the runner builds ``ModelInpu
 one validates it). ``contracts.flush_deferred`` reads device verdicts at the end of each
 step, the point where the previous step's outputs reach the host anyway.
 
+At full depth each forward is also checked against the one before it (where every seq
+resumes, which drafts it carries, whose rows the verifier and drafter return) by an
+``adapters.StepTracker``, when the forward's outputs reach the host: during the next step,
+before the scheduler sees them (see :mod:`runner.step_relations`).
+
 An engine serves one workload: :meth:`Engine.generate` once per instance.
 """
 
@@ -20,12 +25,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 import contracts
+from adapters import StepTracker
 from runner._timing import CLOCK
 from runner.config import EngineConfig
 from runner.model import TinyLM
 from runner.model_runner import ModelRunner
 from runner.scheduler import Scheduler
 from runner.step_output import StepResult
+from runner.step_relations import check_step
 from runner.workload import Request
 
 __all__ = ["Engine", "EngineStalled", "RunResult", "RunStats"]
@@ -85,6 +92,11 @@ class Engine:
         self.scheduler = Scheduler(self.config, fault)
         self.runner = ModelRunner(self.config, self.model, fault)
         self.stats = RunStats()
+        self.tracker: StepTracker | None = None
+        """Relates each forward to the previous one; exists only while relations are checked."""
+        self.violation_step: int | None = None
+        """The step whose data broke a contract, once one has (strict mode)."""
+        self._checking_step: int | None = None
 
     def check(self, requests: Sequence[Request]) -> None:
         """ValueError naming the first request this engine could never serve."""
@@ -97,6 +109,7 @@ class Engine:
         self.stats = RunStats(requests=len(requests),
                               prompt_tokens=sum(r.prompt_len for r in requests))
         CLOCK.reset()
+        self.tracker = None
         checks, violations = contracts.STATS.checks, contracts.STATS.violations
         for request in requests:
             self.scheduler.add(request)
@@ -127,6 +140,7 @@ class Engine:
         """One engine step (or, when nothing can be scheduled, one delivery)."""
         start = time.perf_counter()
         try:
+            preemptions = self.scheduler.num_preemptions
             scheduled = self.scheduler.schedule()
             if scheduled is None:
                 result = self.runner.flush()
@@ -134,12 +148,44 @@ class Engine:
                     raise EngineStalled("nothing can be scheduled and nothing is in flight")
             else:
                 result = self.runner.execute(scheduled)
-                self.stats.steps += 1
             self._count(result)
+            self._check_relations(result)
+            if scheduled is None and self.scheduler.num_preemptions > preemptions:
+                self._break_relations()
             self.scheduler.update(result)
             contracts.flush_deferred()
+            if scheduled is not None:
+                self.stats.steps += 1  # only now: a step that fails is the current one
+        except contracts.ContractViolation:
+            self.violation_step = self._checking_step or self.current_step
+            raise
         finally:
+            self._checking_step = None
             self.stats.step_seconds += time.perf_counter() - start
+
+    def _check_relations(self, result: StepResult | None) -> None:
+        """Check a forward whose outputs just reached the host against the one before it.
+
+        A forward run without a trace (relations not checked then) breaks the chain: the
+        tracker is dropped, and the next traced forward starts a new one.
+        """
+        if result is None:
+            return
+        if result.trace is None:
+            self.tracker = None
+            return
+        if self.tracker is None:
+            self.tracker = StepTracker()
+        self._checking_step = result.trace.step  # named by a violation raised here
+        CLOCK.checking(check_step, self.tracker, result.trace)
+        self._checking_step = None
+
+    def _break_relations(self) -> None:
+        """Seqs were preempted in a round that ran no forward: they restart from scratch
+        in the next one, with no forward between to show it, so that forward is related
+        to none (a round that runs a forward leaves its preempted seqs out of it)."""
+        if self.tracker is not None:
+            self.tracker.reset()
 
     def _count(self, result: StepResult | None) -> None:
         if result is not None:

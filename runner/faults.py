@@ -3,9 +3,11 @@
 Each fault switches one code path of the reference engine to the buggy variant that
 shipped in a real engine; nothing builds a bad object directly. With contracts off the
 engine then fails the way the original did (an IndexError deep in the runner, an
-embedding lookup of ``-1``, or tokens that differ from plain greedy decoding); with strict
-contracts at full depth it stops at the boundary the bad data crosses first, with a
-violation naming the rule, the seq and its batch position.
+embedding lookup of ``-1``, tokens that differ from plain greedy decoding, or, silently,
+drafts that are almost never accepted); with strict contracts at full depth it stops at
+the boundary the bad data crosses first, with a violation naming the rule, the seq and
+its batch position. Two of them break no rule of any single object: only the relation
+between consecutive steps (SG6xx, checked by the engine's step tracker) shows them.
 
 ``specguard faults`` lists them.
 """
@@ -22,6 +24,8 @@ __all__ = [
     "FAULTS",
     "SENTINEL_IN_TARGET_INPUT",
     "SENTINEL_TO_EMBEDDING",
+    "SKIPPED_REJECTION_ROLLBACK",
+    "STALE_DRAFTS",
     "WRONG_DRAFT_WIDTH",
     "Fault",
     "add_arguments",
@@ -38,8 +42,13 @@ class Fault:
     sites: tuple[str, ...]
     """The functions whose buggy variant the fault switches on."""
     origin: str
+    """The real bug it reproduces."""
     rule: str
     """The rule that stops it under strict contracts at full depth."""
+    subject: str
+    """The object that breaks that rule: where the bad data is stopped."""
+    unguarded: str
+    """What the engine does with contracts off."""
 
 
 COMPACT_DRAFT_ROWS = "compact-draft-rows"
@@ -48,41 +57,69 @@ COMPACT_BLOCK_TABLES = "compact-block-tables"
 DUPLICATE_SEQ_ID = "duplicate-seq-id"
 WRONG_DRAFT_WIDTH = "wrong-draft-width"
 SENTINEL_IN_TARGET_INPUT = "sentinel-in-target-input"
+SKIPPED_REJECTION_ROLLBACK = "skipped-rejection-rollback"
+STALE_DRAFTS = "stale-drafts"
 
 FAULTS: dict[str, Fault] = {f.name: f for f in (
     Fault(COMPACT_DRAFT_ROWS,
           "draft rows only for decode seqs that have drafts, read by batch position",
           ("Scheduler._draft_rows",),
           "ATOM #1444: IndexError: index 127 is out of bounds for axis 0 with size 127",
-          "SG101"),
+          "SG101", "ScheduledBatch",
+          "IndexError in the runner, reading a decode seq's draft row past the compacted "
+          "rows"),
     Fault(SENTINEL_TO_EMBEDDING,
           "a discarded chunked-prefill row's -1 reaches the MTP head's embed_tokens",
           ("drafter.next_token_ids",),
           "vLLM #26231: the max_gen_len == 1 fast path skipping the valid mask",
-          "SG301"),
+          "SG301", "DrafterInput",
+          "IndexError in the MTP head's embedding (a device-side assert on a GPU)"),
     Fault(COMPACT_BLOCK_TABLES,
           "block tables gathered before admissions are allocated, empty ones dropped",
           ("Scheduler._block_table_rows", "Scheduler.schedule"),
           "ATOM C12/C18: block_tables filtered by `if seq.block_table`, gathered before "
           "the scheduler's last mutation",
-          "SG105"),
+          "SG105", "ScheduledBatch",
+          "IndexError in the runner, computing KV slots from block tables with rows missing"),
     Fault(DUPLICATE_SEQ_ID,
           "a preempted seq is queued to wait but never leaves the running list",
           ("Scheduler._preempt",),
           "ATOM C14 / SGLang #18984: retract paths that leave a request in two queues",
-          "SG010"),
+          "SG010", "ScheduledBatch",
+          "finishes; the seq scheduled twice in a step ends with tokens that differ from "
+          "plain greedy decoding"),
     Fault(WRONG_DRAFT_WIDTH,
           "a seq near its token limit is scheduled fewer than mtp_k drafts",
           ("Scheduler._decode_width",),
           "ATOM C2/C5: ragged draft rows in a runner that reshapes decode tokens to "
           "(num_decode, mtp_k + 1)",
-          "SG103"),
+          "SG103", "ScheduledBatch",
+          "IndexError in the runner, where the decode spans are read as mtp_k + 1 tokens "
+          "each"),
     Fault(SENTINEL_IN_TARGET_INPUT,
           "-1 draft padding of a first decode is left in the target model's input ids",
           ("Scheduler._draft_rows", "ModelRunner._previous_rows"),
           "vLLM #47029: a first decode padded with -1 drafts; the runner refills from the "
           "device only the seqs it verified last step",
-          "SG301"),
+          "SG301", "ModelInput",
+          "IndexError in the target model's embedding (a device-side assert on a GPU)"),
+    Fault(SKIPPED_REJECTION_ROLLBACK,
+          "a seq still in flight resumes after every drafted slot, rejected ones included",
+          ("ModelRunner._merge_decode_rows",),
+          "ATOM C11: the runner must subtract the previous step's num_rejected, copied from "
+          "the device, from a deferred seq's context; vllm-ascend #13864: a stale "
+          "accepted count after batch condensation garbled MTP output",
+          "SG601", "StepTransition",
+          "finishes; rejected drafts stay in the KV cache, positions drift, and the tokens "
+          "differ from plain greedy decoding"),
+    Fault(STALE_DRAFTS,
+          "a seq still in flight is verified with the drafts of its step before last",
+          ("ModelRunner._decode_layout",),
+          "vLLM #43434: drafts scattered from the current buffer instead of the previous "
+          "step's, so requests were verified against drafts meant for other positions",
+          "SG602", "StepTransition",
+          "finishes with tokens identical to plain greedy decoding, but almost no draft "
+          "is accepted: a silent slowdown no output comparison can see"),
 )}
 
 
@@ -105,6 +142,8 @@ def run(args: argparse.Namespace) -> int:
     for fault in FAULTS.values():
         print(f"{fault.name:<{width}}  {fault.summary}")
         if args.verbose:
-            print(f"{'':<{width}}    in {', '.join(fault.sites)}; caught by {fault.rule}")
+            print(f"{'':<{width}}    in {', '.join(fault.sites)}; caught by {fault.rule} "
+                  f"on {fault.subject}")
             print(f"{'':<{width}}    from: {fault.origin}")
+            print(f"{'':<{width}}    contracts off: {fault.unguarded}")
     return 0

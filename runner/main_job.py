@@ -23,8 +23,8 @@ from runner.faults import FAULTS
 from runner.oracle import first_divergence, greedy_reference
 from runner.workload import Request, synthetic_requests
 
-__all__ = ["EXIT_CRASH", "EXIT_DIVERGED", "EXIT_OK", "EXIT_USAGE", "EXIT_VIOLATION",
-           "add_arguments", "run"]
+__all__ = ["EXIT_CODES", "EXIT_CRASH", "EXIT_DIVERGED", "EXIT_OK", "EXIT_USAGE",
+           "EXIT_VIOLATION", "add_arguments", "run"]
 
 EXIT_OK = 0
 EXIT_DIVERGED = 1
@@ -32,17 +32,21 @@ EXIT_USAGE = 2
 EXIT_VIOLATION = 3
 EXIT_CRASH = 4
 
-_EPILOG = f"""\
-exit codes:
-  {EXIT_OK}  the run finished (and matched plain greedy decoding, when compared)
-  {EXIT_DIVERGED}  the tokens differ from plain greedy decoding (first divergence printed)
-  {EXIT_USAGE}  bad options (argparse), or a device that is not available
-  {EXIT_VIOLATION}  a contract violation stopped the run (strict mode; report printed)
-  {EXIT_CRASH}  the engine crashed or stalled (exception type and message printed)
+#: What each exit status of ``specguard run`` means.
+EXIT_CODES = {
+    EXIT_OK: "the run finished (and matched plain greedy decoding, when compared)",
+    EXIT_DIVERGED: "the tokens differ from plain greedy decoding (first divergence printed)",
+    EXIT_USAGE: "bad options (argparse), or a device that is not available",
+    EXIT_VIOLATION: "a contract violation stopped the run (strict mode; report printed)",
+    EXIT_CRASH: "the engine crashed or stalled (exception type and message printed)",
+}
 
+_EPILOG = "".join(["exit codes:\n", *(f"  {code}  {text}\n" for code, text in EXIT_CODES.items()),
+                   """
 --fault implies --verify, and --depth full unless --depth is given: value rules (ids in
-the vocabulary, unique seq ids, decode widths) only run at full depth.
-"""
+the vocabulary, unique seq ids, decode widths) and the step-to-step rules only run at
+full depth.
+"""])
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -140,7 +144,8 @@ def _generate(engine: Engine, requests: list[Request], args: argparse.Namespace)
             engine.generate(requests, on_tokens=bar.update)
         except contracts.ContractViolation as violation:
             bar.close()
-            print(f"stopped at step {engine.current_step} by a contract violation:")
+            print(f"stopped at step {engine.current_step} by a contract violation"
+                  f"{_late(engine)}:")
             print(violation)
             _print_summary(engine.stats)
             return EXIT_VIOLATION
@@ -151,6 +156,14 @@ def _generate(engine: Engine, requests: list[Request], args: argparse.Namespace)
             return EXIT_CRASH
     _print_summary(engine.stats)
     return None
+
+
+def _late(engine: Engine) -> str:
+    """Which earlier step broke a step-to-step rule (checked as its outputs arrived)."""
+    step = engine.violation_step
+    if step is None or step == engine.current_step:
+        return ""
+    return f" in step {step}, checked against step {step - 1} as its outputs reached the host"
 
 
 def _crash_text(error: BaseException) -> str:

@@ -31,6 +31,7 @@ from runner.kv_cache import slot_matrix
 from runner.model import TinyLM
 from runner.scheduler_output import SchedulerOutput, scheduled_batch
 from runner.step_output import StepResult
+from runner.step_relations import PendingTrace, recording
 from runner.verifier import verify_greedy
 
 __all__ = ["ModelRunner"]
@@ -54,10 +55,27 @@ class _InFlight:
     next_tokens: torch.Tensor
     num_rejected: torch.Tensor
     drafts: torch.Tensor
+    trace: PendingTrace | None
 
     def to_host(self) -> StepResult:
-        return StepResult(self.seq_ids, self.sampled.cpu().numpy(),
-                          self.drafts.cpu().numpy(), self.is_decode, self.num_drafts)
+        sampled, drafts = self.sampled.cpu().numpy(), self.drafts.cpu().numpy()
+        # After the outputs, whose copy waits for the forward: the trace's copy only copies.
+        trace = CLOCK.checking(self.trace.to_host, drafts) if self.trace is not None else None
+        return StepResult(self.seq_ids, sampled, drafts, self.is_decode, self.num_drafts, trace)
+
+
+@dataclass(frozen=True)
+class _Sampled:
+    """What verification and sampling produced for one forward, on the device."""
+
+    tokens: torch.Tensor
+    """``[num_seqs, width]`` greedy tokens per seq, -1 padded."""
+    num_rejected: torch.Tensor
+    """``[num_seqs]`` rejected drafts (0 for prefill rows)."""
+    num_drafts: np.ndarray
+    """``[num_seqs]`` real drafts each decode row was verified with (host)."""
+    verified: contracts.VerifyOutput | None
+    """The verifier's output, when the batch has decode seqs."""
 
 
 @dataclass(frozen=True)
@@ -68,6 +86,8 @@ class _DecodeLayout:
     token_index: torch.Tensor
     prev_rows: np.ndarray
     """Row of each decode seq in the previous forward, -1 for a new seq."""
+    host_drafts: np.ndarray
+    """Rows whose drafts come from the batch (the host) rather than the device."""
 
     @property
     def count(self) -> int:
@@ -86,6 +106,8 @@ class ModelRunner:
         self.cache = model.new_cache(config.num_blocks * config.block_size)
         self.drafter = Drafter(model, config.mtp_k)
         self._in_flight: _InFlight | None = None
+        self.num_forwards = 0
+        """Forwards run so far: the engine step of the latest one."""
         self.deferred_rows = 0
         """Decode rows whose anchor and drafts came from the device (seen so far)."""
         self.new_rows = 0
@@ -96,23 +118,27 @@ class ModelRunner:
     @guarded(scheduled=scheduled_batch)
     def execute(self, scheduled: SchedulerOutput) -> StepResult | None:
         """Run one step's batch; return step t-1's outputs (None on the first step)."""
+        self.num_forwards += 1
         decode = self._decode_layout(scheduled)
         model_input = self._model_input(scheduled, decode)
         positions = _tensor(model_input.positions)
         groups = self._attention_groups(scheduled, decode, positions)
         hidden = self.model.forward(_tensor(model_input.input_ids), positions,
                                     _tensor(model_input.slot_mapping), groups, self.cache)
-        sampled, num_rejected, num_drafts = self._sample(scheduled, decode, model_input,
-                                                         hidden)
+        sampled = self._sample(scheduled, decode, model_input, hidden)
         backup = torch.as_tensor(scheduled.backup_token_ids, dtype=_I64, device=self.device)
-        next_tokens = next_token_ids(sampled, backup, self.fault)
+        next_tokens = next_token_ids(sampled.tokens, backup, self.fault)
         inputs = drafter_input(model_input=model_input, next_tokens=next_tokens,
-                               num_rejected=num_rejected, vocab_size=self.model.vocab_size)
+                               num_rejected=sampled.num_rejected,
+                               vocab_size=self.model.vocab_size)
         drafts = self.drafter.propose(inputs, hidden)
+        trace = (CLOCK.checking(self._trace, scheduled, decode, model_input, sampled, drafts)
+                 if recording() else None)
         previous = self._in_flight
         self._in_flight = _InFlight(scheduled.seq_ids.copy(), scheduled.is_decode.copy(),
-                                    num_drafts, sampled, next_tokens, num_rejected,
-                                    _tensor(drafts.draft_token_ids))
+                                    sampled.num_drafts, sampled.tokens, next_tokens,
+                                    sampled.num_rejected, _tensor(drafts.draft_token_ids),
+                                    trace)
         return previous.to_host() if previous is not None else None
 
     def flush(self) -> StepResult | None:
@@ -128,7 +154,13 @@ class ModelRunner:
         starts = np.cumsum(counts) - counts
         index = starts[positions][:, None] + np.arange(self.mtp_k + 1)
         prev_rows = self._previous_rows(batch.seq_ids[positions])
-        return _DecodeLayout(positions, torch.as_tensor(index, device=self.device), prev_rows)
+        host_drafts = prev_rows < 0
+        if self.fault == faults.STALE_DRAFTS:
+            # Every row from the scheduler's draft rows, the anchor alone from the device:
+            # for a seq still in flight those drafts were proposed a step earlier.
+            host_drafts = np.ones_like(host_drafts)
+        return _DecodeLayout(positions, torch.as_tensor(index, device=self.device), prev_rows,
+                             host_drafts)
 
     def _previous_rows(self, seq_ids: np.ndarray) -> np.ndarray:
         rows_of = np.full(seq_ids.shape, -1, dtype=np.int64)
@@ -179,17 +211,22 @@ class ModelRunner:
         new_rows = np.flatnonzero(decode.prev_rows < 0)
         self.new_rows += int(new_rows.size)
         self.deferred_rows += decode.count - int(new_rows.size)
-        if new_rows.size:
-            host_drafts = batch.draft_token_ids[new_rows]
-            spans[new_rows, 1:] = torch.as_tensor(host_drafts, dtype=_I64, device=self.device)
+        from_host = np.flatnonzero(decode.host_drafts)
+        if from_host.size:
+            host_drafts = batch.draft_token_ids[from_host]
+            spans[from_host, 1:] = torch.as_tensor(host_drafts, dtype=_I64, device=self.device)
         deferred = np.flatnonzero(decode.prev_rows >= 0)
         prev = self._in_flight
         if deferred.size and prev is not None:
             rows = torch.as_tensor(decode.prev_rows[deferred], device=self.device)
             spans[deferred, 0] = prev.next_tokens[rows]
-            spans[deferred, 1:] = prev.drafts[rows]
-            at = torch.as_tensor(decode.positions[deferred], device=self.device)
-            context[at] -= prev.num_rejected[rows]
+            refill = deferred[~decode.host_drafts[deferred]]
+            if refill.size:
+                spans[refill, 1:] = prev.drafts[torch.as_tensor(decode.prev_rows[refill],
+                                                                device=self.device)]
+            if self.fault != faults.SKIPPED_REJECTION_ROLLBACK:
+                at = torch.as_tensor(decode.positions[deferred], device=self.device)
+                context[at] -= prev.num_rejected[rows]
 
     def _attention_groups(self, batch: SchedulerOutput, decode: _DecodeLayout,
                           positions: torch.Tensor) -> list[AttentionGroup]:
@@ -216,7 +253,7 @@ class ModelRunner:
     def _sample(
         self, batch: SchedulerOutput, decode: _DecodeLayout,
         model_input: contracts.ModelInput, hidden: torch.Tensor,
-    ) -> tuple[torch.Tensor, torch.Tensor, np.ndarray]:
+    ) -> _Sampled:
         """Greedy tokens per seq, ``[num_seqs, width]`` with -1 padding (vLLM's layout:
         width ``mtp_k + 1`` when any seq decodes, else 1), rejected drafts per seq, and
         the real drafts each decode row was verified with (host)."""
@@ -232,9 +269,10 @@ class ModelRunner:
         sampled[torch.as_tensor(finals, device=device), 0] = tokens[decode.count * (k + 1):]
         num_rejected = torch.zeros(num_seqs, dtype=_I64, device=device)
         num_drafts = np.zeros(num_seqs, dtype=np.int64)
+        verified = None
         if decode.count:
-            drafts_per_row = np.where(decode.prev_rows >= 0, k,
-                                      self._host_num_drafts(batch, decode))
+            drafts_per_row = np.where(decode.host_drafts, self._host_num_drafts(batch, decode),
+                                      k)
             num_drafts[decode.positions] = drafts_per_row
             at = torch.as_tensor(decode.positions, device=device)
             verified = verify_greedy(
@@ -245,11 +283,31 @@ class ModelRunner:
                 mtp_k=k, vocab_size=self.model.vocab_size)
             sampled[at] = _tensor(verified.token_ids)
             num_rejected[at] = k - _tensor(verified.num_accepted)
-        return sampled, num_rejected, num_drafts
+        return _Sampled(sampled, num_rejected, num_drafts, verified)
+
+    def _trace(self, batch: SchedulerOutput, decode: _DecodeLayout,
+               model_input: contracts.ModelInput, sampled: _Sampled,
+               drafts: contracts.DrafterOutput) -> PendingTrace:
+        """What the step tracker needs of this forward, read from what it really used."""
+        starts = _tensor(model_input.query_start_loc)[:-1]
+        carried = _tensor(model_input.input_ids)[decode.token_index[:, 1:]]
+        verified = sampled.verified
+        if verified is None:
+            no_rows = torch.zeros(0, dtype=_I64, device=self.device)
+            verify_ids, accepted = no_rows, no_rows
+        else:
+            verify_ids, accepted = _tensor(verified.seq_ids), _tensor(verified.num_accepted)
+        return PendingTrace.record(
+            step=self.num_forwards, mtp_k=self.mtp_k, seq_ids=batch.seq_ids.copy(),
+            is_decode=batch.is_decode.copy(), num_scheduled=batch.num_scheduled_tokens.copy(),
+            num_drafts=sampled.num_drafts[decode.positions],
+            draft_placeholder=batch.draft_placeholder,
+            tensors=(_tensor(model_input.positions)[starts], carried, verify_ids, accepted,
+                     _tensor(drafts.seq_ids)))
 
     @staticmethod
     def _host_num_drafts(batch: SchedulerOutput, decode: _DecodeLayout) -> np.ndarray:
         counts = np.zeros(decode.count, dtype=np.int64)
-        new_rows = np.flatnonzero(decode.prev_rows < 0)
-        counts[new_rows] = batch.num_drafts[new_rows]
+        from_host = np.flatnonzero(decode.host_drafts)
+        counts[from_host] = batch.num_drafts[from_host]
         return counts

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from runner.step_relations import StepTrace
+
 __all__ = ["StepResult"]
 
 
@@ -23,6 +25,8 @@ class StepResult:
     """``[n]`` the row verified drafts (a decode seq) rather than ending a prefill."""
     num_drafts: np.ndarray
     """``[n]`` real drafts the verifier saw in each decode row (0 for prefill rows)."""
+    trace: StepTrace | None = None
+    """What the step tracker reads of the forward; recorded only when relations are checked."""
 
     @property
     def num_new_tokens(self) -> np.ndarray:

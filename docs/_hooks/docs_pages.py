@@ -26,23 +26,32 @@ import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
+import torch
+
 import contracts as sg
 
 # The examples drive the engine adapters, and importing them registers the adapters' rules.
 from runner import _rule_examples as examples
+from runner.cli import main as specguard
+from runner.faults import FAULTS
+from runner.main_job import EXIT_CODES
 
 __all__ = [
     "MARKERS",
     "RULES_PAGE",
+    "SESSION_WORKLOAD",
     "dimension_rule",
     "example_block",
+    "exit_codes_table",
     "expand_markers",
+    "fault_table",
     "is_adapter_rule",
     "object_page",
     "object_pages",
     "object_path",
     "rule_catalogue",
     "rules_of",
+    "run_session",
     "snapshot_session",
     "story_block",
     "title_of",
@@ -415,6 +424,49 @@ _ADAPTER_RULES = (
 )
 
 
+# --- the reference engine -----------------------------------------------------------------
+
+
+def fault_table(page: str) -> str:
+    """The fault catalogue of the reference engine, one row per ``runner.faults.FAULTS``."""
+    rows = []
+    for fault in FAULTS.values():
+        caught = f"{_rule_link(page, fault.rule)} on {_object_link(page, fault.subject)}"
+        rows.append((f"`{fault.name}`", fault.summary, fault.origin, caught, fault.unguarded))
+    header = ("Fault", "What it does", "The real bug", "Caught by", "With contracts off")
+    return _table(header, rows) + "\n"
+
+
+def exit_codes_table(page: str) -> str:
+    """The exit statuses of ``specguard run``, from ``runner.main_job.EXIT_CODES``."""
+    return _table(("Status", "Meaning"),
+                  [(f"`{code}`", text) for code, text in EXIT_CODES.items()]) + "\n"
+
+
+#: Four requests, one of them chunked: small enough to run while the site builds.
+SESSION_WORKLOAD = ("--requests", "4", "--min-prompt", "8", "--max-prompt", "150",
+                    "--max-tokens", "12", "--max-batched-tokens", "64", "--max-num-seqs", "4",
+                    "--num-blocks", "64", "--no-progress")
+
+
+def run_session(page: str, fault: str, mode: str = "strict") -> str:
+    """``specguard run`` with ``fault`` under contract ``mode``, run now, as a console session.
+
+    Timing lines (throughput, contract time) vary from build to build; the rest is
+    deterministic: the workload and the model are seeded.
+    """
+    args = [*SESSION_WORKLOAD, "--fault", fault, "--contracts", mode]
+    threads = torch.get_num_threads()  # the run sets its own; the build keeps its own
+    printed = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(printed):
+            status = specguard(["run", *args])
+    finally:
+        torch.set_num_threads(threads)
+    command = " ".join(["specguard run", *args])
+    return f"```console\n$ {command}\n{printed.getvalue()}$ echo $?\n{status}\n```\n"
+
+
 # --- summary tables for hand-written pages ------------------------------------------------
 
 
@@ -465,6 +517,9 @@ MARKERS: dict[str, Callable[..., str]] = {
     "dimensions": _dimensions_table,
     "boundaries": _boundaries_table,
     "rule-count": _rule_count,
+    "faults": fault_table,
+    "exit-codes": exit_codes_table,
+    "run-session": run_session,
 }
 
 

@@ -80,7 +80,8 @@ def test_specguard_docs_builds_the_site_strictly(tmp_path):
     assert cli.main(["docs", "--site-dir", str(site)]) == 0
     for page in ("index.html", "why/index.html", "step/index.html", "rules/index.html",
                  "contracts/scheduled-batch/index.html", "contracts/drafter-output/index.html",
-                 "reference/contracts/index.html", "performance/index.html"):
+                 "reference/contracts/index.html", "performance/index.html",
+                 "engine/index.html"):
         assert (site / page).is_file(), page
     rules = (site / "rules" / "index.html").read_text(encoding="utf-8")
     message = examples.example_message("SG101").splitlines()[1].strip()

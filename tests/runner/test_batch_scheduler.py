@@ -82,12 +82,10 @@ def test_partial_prefill_moves_to_the_head_of_running():
 
 
 def test_decode_batch_after_a_chunk_boundary():
-    """Step 4: seq 3 (prefill just ended) leads three seqs that missed step 3.
-
-    Every decode seq is scheduled mtp_k + 1 tokens. Seq 3's outputs are in flight, so its
-    context is an upper bound and its draft row is a placeholder (its own last token);
-    seqs 0-2 have their drafts and context on the host.
-    """
+    """Step 4: seq 3 (prefill just ended) leads three seqs that missed step 3."""
+    # Every decode seq is scheduled mtp_k + 1 tokens. Seq 3's outputs are in flight, so its
+    # context is an upper bound and its draft row is a placeholder (its own last token);
+    # seqs 0-2 have their drafts and context on the host.
     cfg, requests = chunk_boundary()
     batch = _drive(_scheduler(cfg, requests), 4)[3]
     k = cfg.mtp_k
@@ -107,8 +105,7 @@ def test_max_num_seqs_caps_the_batch():
 
 
 def test_preemption_takes_the_youngest_seq_and_requeues_it_first():
-    """Under memory pressure the latest arrival outside the step loses its blocks and
-    waits at the head of the queue; no request is admitted in that step."""
+    """Under memory pressure the youngest seq outside the step is requeued first, none admitted."""
     cfg, requests = memory_pressure()
     scheduler = _scheduler(cfg, requests)
     runner = StandInRunner(cfg.mtp_k)

@@ -46,6 +46,16 @@ def test_build_with_checks_off_is_engine_work(fake_time):
     assert clock.seconds == 0.0
 
 
+def test_work_done_for_the_checks_counts_only_while_checking(fake_time):
+    """Recording for the step tracker is checking time; with contracts off it is not paid."""
+    clock = ContractClock()
+    assert clock.checking(sorted, [3, 1, 2]) == [1, 2, 3]
+    assert clock.seconds == 1.0
+    with contracts.checking(mode="off"):
+        clock.checking(sorted, [2, 1])
+    assert clock.seconds == 1.0
+
+
 def test_guarded_call_counts_checks_but_not_the_body(fake_time, monkeypatch):
     """Around-check time minus the body's own time is what the clock keeps."""
     clock = ContractClock()

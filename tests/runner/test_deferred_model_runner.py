@@ -54,8 +54,7 @@ def test_decode_batch_mixes_deferred_and_new_rows():
 
 
 def test_positions_follow_the_real_context_of_each_kind_of_row():
-    """A new seq's anchor sits at its last known token; a deferred one's after the
-    tokens its previous step accepted, which only the device knew."""
+    """A new seq's anchor is its last known token; a deferred one's follows its accepted drafts."""
     engine, seen = _engine_after(5)
     k = engine.config.mtp_k
     step4 = seen[3].positions.view(-1, k + 1)

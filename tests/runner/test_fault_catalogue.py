@@ -1,5 +1,10 @@
 """Every catalogued fault, both ways: what it does to an unguarded engine, and where
-strict contracts at full depth stop it (the rule, the seq, its batch position)."""
+strict contracts at full depth stop it (the rule, the seq, its batch position).
+
+The step-to-step rules run a step late (when a forward's outputs reach the host), so a
+fault that also breaks a rule of a single object is stopped by that rule first: adding
+the step tracker to the engine changed no expectation of the per-object faults.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +15,7 @@ import pytest
 from engine_builders import MODEL, chunk_boundary, divergence, memory_pressure
 
 import contracts
-from runner import faults
+from runner import faults, model_runner
 from runner.engine import Engine
 from runner.faults import FAULTS
 
@@ -22,26 +27,25 @@ WORKLOADS = {
     faults.DUPLICATE_SEQ_ID: memory_pressure,
     faults.WRONG_DRAFT_WIDTH: chunk_boundary,
     faults.SENTINEL_IN_TARGET_INPUT: chunk_boundary,
+    faults.SKIPPED_REJECTION_ROLLBACK: chunk_boundary,
+    faults.STALE_DRAFTS: chunk_boundary,
 }
 
-#: Without contracts: the exception the engine dies with (None: it finishes, diverged).
+#: The engine finishes and its tokens differ from greedy decoding.
+DIVERGES = "diverges"
+#: The engine finishes with greedy's tokens, accepting far fewer drafts than a clean one.
+SLOWER = "slower"
+
+#: Without contracts: the exception the engine dies with, or how a finished run is wrong.
 UNGUARDED = {
     faults.COMPACT_DRAFT_ROWS: (IndexError, "index 3 is out of bounds for axis 0 with size 3"),
     faults.SENTINEL_TO_EMBEDDING: (IndexError, "index out of range in self"),
     faults.COMPACT_BLOCK_TABLES: (IndexError, "out of bounds for dimension with size 0"),
-    faults.DUPLICATE_SEQ_ID: None,
+    faults.DUPLICATE_SEQ_ID: DIVERGES,
     faults.WRONG_DRAFT_WIDTH: (IndexError, "is out of bounds for dimension 0"),
     faults.SENTINEL_IN_TARGET_INPUT: (IndexError, "index out of range in self"),
-}
-
-#: With strict contracts: the object that refuses the bad data.
-SUBJECTS = {
-    faults.COMPACT_DRAFT_ROWS: "ScheduledBatch",
-    faults.SENTINEL_TO_EMBEDDING: "DrafterInput",
-    faults.COMPACT_BLOCK_TABLES: "ScheduledBatch",
-    faults.DUPLICATE_SEQ_ID: "ScheduledBatch",
-    faults.WRONG_DRAFT_WIDTH: "ScheduledBatch",
-    faults.SENTINEL_IN_TARGET_INPUT: "ModelInput",
+    faults.SKIPPED_REJECTION_ROLLBACK: DIVERGES,
+    faults.STALE_DRAFTS: SLOWER,
 }
 
 
@@ -52,7 +56,19 @@ def _engine(name: str) -> tuple[Engine, list]:
 
 def test_catalogue_is_covered():
     """Every fault in the catalogue has a workload and expectations here."""
-    assert set(FAULTS) == set(WORKLOADS) == set(UNGUARDED) == set(SUBJECTS)
+    assert set(FAULTS) == set(WORKLOADS) == set(UNGUARDED)
+
+
+@pytest.mark.parametrize("name", list(FAULTS))
+def test_catalogue_states_what_happens_without_contracts(name):
+    """Each fault's documented contracts-off outcome agrees with what this module observes."""
+    text, expected = FAULTS[name].unguarded, UNGUARDED[name]
+    if expected == DIVERGES:
+        assert text.startswith("finishes;") and "differ from plain greedy decoding" in text
+    elif expected == SLOWER:
+        assert text.startswith("finishes") and "identical to plain greedy decoding" in text
+    else:
+        assert text.startswith(expected[0].__name__ + " in ")
 
 
 @pytest.mark.parametrize("name", list(FAULTS))
@@ -72,14 +88,19 @@ def test_without_contracts_the_fault_breaks_the_engine(name):
     engine, requests = _engine(name)
     expected = UNGUARDED[name]
     with contracts.checking(mode="off"):
-        if expected is None:
+        if expected == DIVERGES:
+            assert divergence(engine.generate(requests), requests) is not None
+        elif expected == SLOWER:
             result = engine.generate(requests)
-            assert divergence(result, requests) is not None
-            return
-        error_type, message = expected
-        with pytest.raises(error_type, match=re.escape(message)):
-            engine.generate(requests)
+            assert divergence(result, requests) is None
+            clean = Engine(engine.config, model=MODEL).generate(requests)
+            assert result.stats.acceptance_rate < clean.stats.acceptance_rate / 2
+        else:
+            error_type, message = expected
+            with pytest.raises(error_type, match=re.escape(message)):
+                engine.generate(requests)
     assert engine.stats.contract_checks == 0
+    assert engine.tracker is None
 
 
 @pytest.mark.parametrize("name", list(FAULTS))
@@ -90,11 +111,10 @@ def test_strict_contracts_stop_the_fault_at_the_boundary(name):
             pytest.raises(contracts.ContractViolation) as caught:
         engine.generate(requests)
     violation = caught.value.violations[0]
-    assert violation.code == FAULTS[name].rule
-    assert violation.subject == SUBJECTS[name]
+    assert (violation.code, violation.subject) == (FAULTS[name].rule, FAULTS[name].subject)
     assert violation.seq_id is not None and violation.position is not None
     assert f"seq {violation.seq_id} at batch position {violation.position}" in str(caught.value)
-    assert str(caught.value).startswith(f"{SUBJECTS[name]} broke 1 rule:")
+    assert str(caught.value).startswith(f"{FAULTS[name].subject} broke 1 rule:")
 
 
 def _stop(name: str) -> tuple[Engine, contracts.Violation]:
@@ -148,6 +168,45 @@ def test_sentinel_in_target_input_names_the_first_decode():
     engine, violation = _stop(faults.SENTINEL_IN_TARGET_INPUT)
     assert (violation.seq_id, violation.position, engine.current_step) == (3, 0, 4)
     assert violation.token == 1  # the first draft slot after seq 3's anchor
+
+
+def test_skipped_rejection_rollback_names_the_seq_that_resumes_too_far():
+    """Seq 3 rejected drafts in step 4; step 5 starts it past them (found during step 6)."""
+    # Expected: the previous start plus the accepted drafts and one; actual: past it by
+    # exactly the drafts step 4 rejected.
+    engine, violation = _stop(faults.SKIPPED_REJECTION_ROLLBACK)
+    assert (violation.seq_id, violation.position) == (3, 0)
+    assert (engine.violation_step, engine.current_step) == (5, 6)
+    previous = engine.tracker.previous
+    row = previous.seq_ids.tolist().index(3)
+    accepted = int(previous.advance[row]) - 1
+    assert violation.expected == str(int(previous.starts[row]) + accepted + 1)
+    rejected = engine.config.mtp_k - accepted
+    assert rejected > 0
+    assert int(violation.actual) - int(violation.expected) == rejected
+
+
+def test_stale_drafts_names_the_seq_and_the_draft_it_should_carry():
+    """Seq 3 carries into step 5 drafts other than the ones step 4 proposed for it."""
+    engine, violation = _stop(faults.STALE_DRAFTS)
+    assert (violation.seq_id, violation.position) == (3, 0)
+    assert (engine.violation_step, engine.current_step) == (5, 6)
+    previous = engine.tracker.previous
+    proposed = previous.proposals[previous.seq_ids.tolist().index(3)]
+    assert violation.expected == str(int(proposed[0]))
+    assert violation.actual != violation.expected
+    assert "draft 0 is" in violation.reason and "proposed" in violation.reason
+
+
+@pytest.mark.parametrize("name", [faults.SKIPPED_REJECTION_ROLLBACK, faults.STALE_DRAFTS])
+def test_step_faults_break_no_rule_of_a_single_object(name, monkeypatch):
+    """Full depth with the step tracker left out: every object passes, the run finishes."""
+    monkeypatch.setattr(model_runner, "recording", lambda: False)
+    engine, requests = _engine(name)
+    with contracts.checking(mode="strict", depth="full", collect="all"):
+        result = engine.generate(requests)
+    assert result.stats.violations == 0 and result.stats.contract_checks > 0
+    assert engine.tracker is None
 
 
 def test_unknown_fault_name_is_refused():

@@ -15,8 +15,7 @@ MODEL = TinyLM(ModelConfig())
 
 
 def test_next_token_is_the_last_real_entry_or_the_backup():
-    """Decode rows give their correction token, finished prefills their sampled token,
-    discarded (mid-prompt) rows the next prompt token."""
+    """Decode rows give their last token, finished prefills theirs, mid-prompt rows the backup."""
     sampled = torch.tensor([[4, 5, -1, -1], [7, -1, -1, -1], [-1, -1, -1, -1]])
     backup = torch.tensor([100, 101, 102])
     assert next_token_ids(sampled, backup).tolist() == [5, 7, 102]

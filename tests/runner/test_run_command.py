@@ -73,6 +73,33 @@ def test_fault_without_contracts_that_does_not_crash_reports_the_divergence(caps
     assert "\noracle: DIVERGED at request " in capsys.readouterr().out
 
 
+def test_step_fault_names_the_step_it_found_and_the_step_it_was_checked_in(capsys):
+    """A step rule checks a forward when its outputs arrive: both steps are printed."""
+    code = main([*SMALL_RUN, "--fault", "skipped-rejection-rollback"])
+    out = capsys.readouterr().out
+    assert code == main_job.EXIT_VIOLATION
+    assert ("stopped at step 7 by a contract violation in step 6, checked against step 5 "
+            "as its outputs reached the host:\nStepTransition broke 1 rule:") in out
+    assert "SG601 a seq resumes where its previous step left off" in out
+    assert "seq 1 at batch position 2: starts at position 103" in out
+
+
+def _acceptance(out: str) -> float:
+    line = next(line for line in out.splitlines() if "acceptance rate:" in line)
+    return float(line.split()[2].rstrip("%"))
+
+
+def test_silent_fault_without_contracts_matches_greedy_but_accepts_less(capsys):
+    """stale-drafts: the oracle sees identical tokens (exit 0); acceptance collapses."""
+    assert main([*SMALL_RUN, "--verify"]) == main_job.EXIT_OK
+    clean = _acceptance(capsys.readouterr().out)
+    code = main([*SMALL_RUN, "--fault", "stale-drafts", "--contracts", "off"])
+    out = capsys.readouterr().out
+    assert code == main_job.EXIT_OK
+    assert "\noracle: identical (48 tokens)\n" in out
+    assert _acceptance(out) < clean / 4
+
+
 def test_contract_mode_is_restored_after_a_run():
     """--contracts changes the mode for the run only."""
     before = contracts.current_config()
@@ -106,8 +133,9 @@ def test_faults_command_lists_every_fault(capsys):
 
 
 def test_faults_verbose_names_sites_rules_and_origins(capsys):
-    """``specguard faults -v`` adds where each fault lives and the rule that catches it."""
+    """``specguard faults -v`` adds each fault's sites, rule and contracts-off outcome."""
     assert main(["faults", "-v"]) == 0
     out = capsys.readouterr().out
     for fault in FAULTS.values():
         assert f"caught by {fault.rule}" in out and fault.origin in out
+        assert f"contracts off: {fault.unguarded}" in out

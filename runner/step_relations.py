@@ -1,0 +1,101 @@
+"""Each step checked against the one before it: where seqs resume, which drafts they carry.
+
+``adapters.StepTracker`` relates consecutive steps (rules SG601-SG606). Deferred output
+keeps a step's results on the device until the next step has run, so the engine checks a
+step when its outputs reach the host: the runner records a handful of small tensors next
+to those outputs (each seq's first position, the drafts it verified, the row ids of the
+verifier and the drafter), packed into one, and copies them with the outputs, at the
+sync the step already has. A step is therefore checked while its successor runs, and
+always against what the forward really did, not against what the scheduler planned.
+
+The relations are value checks: with contracts off, or at metadata depth, nothing is
+recorded and no tracker exists.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+import contracts
+from adapters import StepPlan, StepTracker
+
+__all__ = ["PendingTrace", "StepTrace", "check_step", "recording"]
+
+_PACKED = ("starts", "carried", "verify_ids", "num_accepted", "drafter_ids")
+
+
+def recording() -> bool:
+    """Whether the current settings check step relations (contracts on, full depth)."""
+    settings = contracts.current_config()
+    return settings.mode is not contracts.Mode.OFF and settings.depth is contracts.Depth.FULL
+
+
+@dataclass(frozen=True)
+class StepTrace:
+    """One forward as the tracker reads it, every array on the host."""
+
+    step: int
+    """The engine step that ran the forward, counting from 1."""
+    plan: StepPlan
+    """Its seqs in batch order, their first positions and the drafts they were verified
+    with (read from the forward's own input ids)."""
+    verify_ids: np.ndarray
+    """The verifier's row ids, ``[num_decode]``."""
+    num_accepted: np.ndarray
+    """Accepted drafts per verifier row."""
+    drafter_ids: np.ndarray
+    """The drafter's row ids, ``[num_seqs]``."""
+    proposals: np.ndarray
+    """The drafts proposed per drafter row, ``[num_seqs, mtp_k]``."""
+
+
+@dataclass(frozen=True)
+class PendingTrace:
+    """A :class:`StepTrace` whose device part has not been copied yet."""
+
+    step: int
+    mtp_k: int
+    seq_ids: np.ndarray
+    is_decode: np.ndarray
+    num_scheduled: np.ndarray
+    num_drafts: np.ndarray
+    """Real drafts each decode row was verified with, in decode order."""
+    draft_placeholder: int | None
+    packed: torch.Tensor
+    """:data:`_PACKED` flattened into one int64 tensor, so one copy brings them all."""
+    shapes: tuple[tuple[int, ...], ...]
+
+    @classmethod
+    def record(cls, *, step: int, mtp_k: int, seq_ids: np.ndarray, is_decode: np.ndarray,
+               num_scheduled: np.ndarray, num_drafts: np.ndarray,
+               draft_placeholder: int | None,
+               tensors: Sequence[torch.Tensor]) -> PendingTrace:
+        """Pack the device tensors named by :data:`_PACKED`, in that order (no sync)."""
+        if len(tensors) != len(_PACKED):
+            raise ValueError(f"expected {len(_PACKED)} tensors: {', '.join(_PACKED)}")
+        packed = torch.cat([t.reshape(-1).to(torch.int64) for t in tensors])
+        return cls(step, mtp_k, seq_ids, is_decode, num_scheduled, num_drafts,
+                   draft_placeholder, packed, tuple(tuple(t.shape) for t in tensors))
+
+    def to_host(self, proposals: np.ndarray) -> StepTrace:
+        """The trace on the host; ``proposals`` is the drafter's output, already copied."""
+        flat = self.packed.cpu().numpy()
+        sizes = [int(np.prod(shape)) for shape in self.shapes]
+        parts = np.split(flat, np.cumsum(sizes)[:-1])
+        starts, carried, verify_ids, accepted, drafter_ids = (
+            part.reshape(shape) for part, shape in zip(parts, self.shapes, strict=True))
+        plan = StepPlan(self.mtp_k, self.seq_ids, self.is_decode, starts,
+                        self.num_scheduled.astype(np.int64), carried, self.num_drafts,
+                        self.draft_placeholder)
+        return StepTrace(self.step, plan, verify_ids, accepted, drafter_ids, proposals)
+
+
+def check_step(tracker: StepTracker, trace: StepTrace) -> None:
+    """Check one forward against the previous one the tracker saw, and remember it."""
+    tracker.schedule(trace.plan)
+    tracker.verify_rows(trace.verify_ids, trace.num_accepted)
+    tracker.draft_rows(trace.drafter_ids, trace.proposals)
