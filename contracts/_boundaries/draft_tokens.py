@@ -11,6 +11,7 @@ import numpy as np
 from contracts._boundaries._types import Array, Index
 from contracts._core._arrays import describe
 from contracts._core._contract import BoundaryObject, boundary_object
+from contracts._core._dims import DIMENSIONS
 from contracts._core._registry import Boundary, structural_rule
 from contracts._core._validate import report
 from contracts._core._violation import Finding
@@ -88,7 +89,10 @@ def _report(findings: list[tuple[str, Finding]]) -> None:
 
 
 def _is_count(value: object) -> bool:
-    return isinstance(value, int | np.integer) and not isinstance(value, bool) and bool(value >= 1)
+    """A usable draft width: the constructor reports anything else (SG001/SG006)."""
+    if not isinstance(value, int | np.integer) or isinstance(value, bool):
+        return False
+    return 1 <= int(value) <= (DIMENSIONS["mtp_k"].maximum or int(value))
 
 
 def _id_dtype(dtype: Any) -> np.dtype[Any]:

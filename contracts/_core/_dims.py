@@ -19,6 +19,7 @@ class Dim:
     name: str
     meaning: str
     rule: str = "SG004"
+    maximum: int | None = None
 
 
 DIMENSIONS: dict[str, Dim] = {
@@ -27,7 +28,14 @@ DIMENSIONS: dict[str, Dim] = {
         Dim("num_seqs", "sequences in the batch, in batch order", "SG105"),
         Dim("num_decode", "decode sequences in the batch, in batch order", "SG101"),
         Dim("num_tokens", "scheduled tokens in the flat token stream", "SG104"),
-        Dim("mtp_k", "draft tokens proposed per sequence (num_speculative_tokens)", "SG102"),
+        Dim(
+            "mtp_k",
+            "draft tokens proposed per sequence (num_speculative_tokens)",
+            "SG102",
+            # vLLM's MAX_SPEC_LEN: no engine verifies longer rows, and the bound keeps
+            # a corrupt mtp_k from sizing a multi-gigabyte draft buffer.
+            maximum=128,
+        ),
         Dim("max_blocks", "columns of the padded block table"),
         Dim("vocab_size", "token ids the embedding accepts: [0, vocab_size)"),
     )

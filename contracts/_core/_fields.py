@@ -12,6 +12,8 @@ import typing
 from dataclasses import dataclass
 from typing import Any
 
+from contracts._core._dims import DIMENSIONS
+
 __all__ = ["ArrayField", "AxisSpec", "FieldSpec", "ScalarField", "compile_fields"]
 
 # jaxtyping lists numpy's spelling too; validation compares plain names (``bool``).
@@ -65,6 +67,7 @@ class ScalarField:
     minimum: int | None
     optional: bool
     binds: bool
+    maximum: int | None = None
 
 
 FieldSpec = ArrayField | ScalarField
@@ -100,7 +103,9 @@ def _field(name: str, hint: Any, minimum: int | None, owner: str, dims: set[str]
         dtypes = frozenset(_DTYPE_ALIASES.get(d, d) for d in inner.dtypes)
         return ArrayField(name, dtypes, axes, optional, hint)
     if inner in (int, bool):
-        return ScalarField(name, inner, minimum, optional, inner is int and name in dims)
+        dim = DIMENSIONS.get(name)
+        maximum = dim.maximum if dim is not None and inner is int else None
+        return ScalarField(name, inner, minimum, optional, inner is int and name in dims, maximum)
     raise TypeError(f"{owner}.{name}: contract fields are jaxtyping arrays or ints, not {hint!r}")
 
 

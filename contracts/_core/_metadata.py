@@ -87,6 +87,8 @@ def _scalar_lines(src: _Source, spec: ScalarField, bound: set[str]) -> None:
     src.add("if not is_int(v): return False", depth)
     if spec.minimum is not None:
         src.add(f"if v < {spec.minimum}: return False", depth)
+    if spec.maximum is not None:
+        src.add(f"if v > {spec.maximum}: return False", depth)
     if spec.binds and not spec.optional:
         src.add(f"d_{spec.name} = v", depth)
         bound.add(spec.name)
@@ -197,6 +199,10 @@ def _check_scalar(walk: _Walk, spec: ScalarField, value: object) -> None:
     if spec.minimum is not None and int(value) < spec.minimum:  # type: ignore[call-overload]
         walk.fail("SG006", Finding(f"must be >= {spec.minimum}, got {int(value)}", spec.name,  # type: ignore[call-overload]
                                    expected=f">= {spec.minimum}", actual=str(int(value))))  # type: ignore[call-overload]
+        return
+    if spec.maximum is not None and int(value) > spec.maximum:  # type: ignore[call-overload]
+        walk.fail("SG006", Finding(f"must be <= {spec.maximum}, got {int(value)}", spec.name,  # type: ignore[call-overload]
+                                   expected=f"<= {spec.maximum}", actual=str(int(value))))  # type: ignore[call-overload]
         return
     if spec.binds:
         walk.bindings[spec.name] = int(value)  # type: ignore[call-overload]

@@ -28,8 +28,8 @@ def _model_field(spec: FieldSpec, doc: str | None) -> tuple[Any, Any]:
     if isinstance(spec, ScalarField):
         hint: Any = spec.type | None if spec.optional else spec.type
         if spec.optional:
-            return hint, pydantic.Field(None, ge=spec.minimum, description=doc)
-        return hint, pydantic.Field(..., ge=spec.minimum, description=doc)
+            return hint, pydantic.Field(None, ge=spec.minimum, le=spec.maximum, description=doc)
+        return hint, pydantic.Field(..., ge=spec.minimum, le=spec.maximum, description=doc)
     assert isinstance(spec, ArrayField)
     element = bool if spec.dtypes == frozenset({"bool"}) else int
     hint = _nested(element, len(spec.axes))
