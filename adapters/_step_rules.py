@@ -2,7 +2,7 @@
 
 The step tracker derives these small host objects from the previous step's state and the
 objects crossing now, and builds them, which validates them like any boundary object:
-by mode, at full depth, naming the seq and its batch position. Rules SG601-SG606.
+by mode, at full depth, naming the seq and its batch position. Rules SG601-SG607.
 """
 
 from __future__ import annotations
@@ -57,6 +57,10 @@ class StepTransition(BoundaryObject):
     """The drafts the drafter proposed for the seq in the previous step."""
     has_proposal: Bool[Array, "num_decode"]
     """Whether the previous step proposed drafts for the seq."""
+    expected_num_drafts: Index[Array, "num_decode"]
+    """Drafts the row must carry: the whole proposal (``mtp_k``) where the previous step
+    made one, or -1 where nothing is required (no proposal, a refilled row, an engine that
+    trims drafts on purpose)."""
     refilled: Bool[Array, "num_decode"]
     """Rows the runner fills from its previous-step buffers instead of reading them here."""
 
@@ -216,3 +220,28 @@ def _draft_rows(rows: DraftRows, values: Values) -> Finding | None:
     padded, filtered or reordered rows hands every seq after the first difference its
     neighbour's drafts."""
     return _mismatch(rows.batch_ids, rows.seq_ids, "drafter", values, lambda row: row)
+
+
+@rule("SG607", "a seq with a proposal carries all of it",
+      boundary=Boundary.SCHEDULE, applies_to=("StepTransition",),
+      fields={"num_drafts", "expected_num_drafts"},
+      bug="Drafts proposed but dropped before verification. A runner that takes a deferred "
+      "seq's drafts from the host instead of its previous-step buffer (the family of vLLM "
+      "#43434) verifies a seq whose prefill just ended with none: its host row is still "
+      "empty, as ATOM's spec_token_ids is on that step. vLLM I5d strips scheduled drafts by "
+      "mutating scheduler_output when the runner decides the drafter did not run.")
+def _whole_proposal(step: StepTransition, values: Values) -> Finding | None:
+    """Speculation pays off only through the drafts that reach the verifier. A seq whose
+    proposal is dropped on the way (a host row still empty because the drafts are on the
+    device, drafts stripped from the batch, a row cut short) is verified with fewer drafts
+    or none: every token is still the target's own, so neither an output comparison nor
+    any single object can see it, and acceptance collapses seq by seq. Engines that trim
+    drafts on purpose (vLLM, to the token budget, ``max_model_len`` or a grammar) turn
+    this rule off in their tracker."""
+    expected, carried = step.expected_num_drafts, step.num_drafts
+    bad = (expected >= 0) & (carried != expected)
+    return values.any_true(bad, lambda row: Finding(
+        f"carries {int_at(carried, row)} drafts, but the previous step proposed "
+        f"{int_at(expected, row)} for this seq", "num_drafts",
+        position=int_at(step.decode_positions, row),
+        expected=str(int_at(expected, row)), actual=str(int_at(carried, row))))

@@ -2,10 +2,10 @@
 
 Consecutive steps are related. A decode seq's first scheduled position advances by the
 drafts it had accepted plus one, a prefill's by its chunk; the drafts a seq carries are
-the ones proposed for it; verify and drafter rows follow the batch order; a row the
-runner refills from its previous-step buffers must have had a row there. A
-:class:`StepTracker` keeps the minimal state to check that (O(batch) numpy arrays of the
-previous step only) and feeds each relation to a rule (SG601-SG606)::
+the ones proposed for it, and all of them; verify and drafter rows follow the batch
+order; a row the runner refills from its previous-step buffers must have had a row there.
+A :class:`StepTracker` keeps the minimal state to check that (O(batch) numpy arrays of the
+previous step only) and feeds each relation to a rule (SG601-SG607)::
 
     tracker = StepTracker()
     for step in engine:
@@ -94,19 +94,23 @@ class StepTracker:
 
     ``progress=False`` skips SG601, for engines whose scheduler runs a step ahead of the
     verifier (vLLM's async scheduling counts scheduled drafts as computed until the
-    rejections come back).
+    rejections come back). ``whole_proposals=False`` skips SG607, for engines that verify
+    fewer drafts than were proposed on purpose (vLLM trims a request's drafts to the token
+    budget and ``max_model_len``, and structured output drops grammar-invalid ones).
     """
 
-    def __init__(self, *, progress: bool = True) -> None:
+    def __init__(self, *, progress: bool = True, whole_proposals: bool = True) -> None:
         self.progress = progress
+        self.whole_proposals = whole_proposals
         self._previous: StepState | None = None
         self._current: _Step | None = None
         self._count = 0
 
     @classmethod
-    def resume(cls, state: StepState, *, progress: bool = True) -> StepTracker:
+    def resume(cls, state: StepState, *, progress: bool = True,
+               whole_proposals: bool = True) -> StepTracker:
         """A tracker whose previous step is ``state`` (re-checking a snapshot)."""
-        tracker = cls(progress=progress)
+        tracker = cls(progress=progress, whole_proposals=whole_proposals)
         tracker._previous = state
         tracker._count = state.step + 1
         return tracker
@@ -151,8 +155,8 @@ class StepTracker:
         previous = self._previous
         rows = _refilled_rows(refilled, plan)
         if previous is not None and current_config().depth is Depth.FULL:
-            build(StepTransition, _transition(previous, plan, links, rows, self.progress),
-                  state=previous)
+            build(StepTransition, _transition(previous, plan, links, rows, self.progress,
+                                              self.whole_proposals), state=previous)
         if rows.any():  # the runner fills these rows completely from the previous step
             plan = dataclasses.replace(
                 plan, num_drafts=np.where(rows, plan.mtp_k, plan.num_drafts))
@@ -226,7 +230,7 @@ def _refilled_rows(refilled: Any, plan: StepPlan) -> np.ndarray:
 
 
 def _transition(previous: StepState, plan: StepPlan, links: StepLinks,
-                refilled: np.ndarray, progress: bool) -> dict[str, Any]:
+                refilled: np.ndarray, progress: bool, whole: bool) -> dict[str, Any]:
     """The fields of the StepTransition between ``previous`` and ``plan``: O(batch)."""
     rows = links.prev_rows
     seen = rows >= 0
@@ -245,10 +249,13 @@ def _transition(previous: StepState, plan: StepPlan, links: StepLinks,
         proposed = previous.proposals[np.maximum(decode_rows, 0)]
     else:
         proposed = np.zeros((decode.shape[0], plan.mtp_k), dtype=np.int64)
+    # A refilled row is filled whole from the runner's buffers, whatever the batch says.
+    required = has_proposal & ~refilled if whole else np.zeros_like(has_proposal)
     return {
         "mtp_k": plan.mtp_k, "draft_placeholder": plan.draft_placeholder,
         "seq_ids": plan.seq_ids, "prev_rows": rows, "starts": plan.starts,
         "expected_starts": expected, "decode_positions": decode,
         "draft_token_ids": plan.draft_token_ids, "num_drafts": plan.num_drafts,
         "proposed": proposed, "has_proposal": has_proposal, "refilled": refilled,
+        "expected_num_drafts": np.where(required, plan.mtp_k, UNKNOWN).astype(np.int64),
     }

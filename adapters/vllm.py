@@ -69,7 +69,9 @@ class VllmView:
 
     ``async_scheduling`` allows ``-1`` placeholders in the scheduler's drafts, as vLLM
     does, and turns off the position check of the tracker (the async scheduler counts
-    drafts as computed until the rejections come back).
+    drafts as computed until the rejections come back). The tracker never requires a
+    request to carry its whole proposal (SG607): vLLM's scheduler trims drafts to the
+    token budget and ``max_model_len``, and structured output drops grammar-invalid ones.
     """
 
     def __init__(self, *, mtp_k: int, vocab_size: int, async_scheduling: bool = False,
@@ -78,8 +80,10 @@ class VllmView:
         self.vocab_size = vocab_size
         self.async_scheduling = async_scheduling
         self.tracker = tracker
-        if tracker is not None and async_scheduling:
-            tracker.progress = False
+        if tracker is not None:
+            tracker.whole_proposals = False
+            if async_scheduling:
+                tracker.progress = False
         self._ids: dict[str, int] = {}
         self._next_id = 0
 

@@ -209,6 +209,16 @@ def _swapped_drafts() -> None:
         num_drafts=_ids(3, 3, 3)))
 
 
+def _proposal_left_behind() -> None:
+    tracker = adapters.StepTracker()
+    tracker.schedule(_batch())
+    tracker.drafted(_proposals())
+    # Seq 13's proposal is still on the device; the runner reads its row from the host,
+    # where it is as empty as in the step before.
+    tracker.schedule(_next_batch(
+        draft_token_ids=_ids([201, 202, 203], [204, 205, 206], [108, 108, 108])))
+
+
 def _placeholder_for_a_newcomer() -> None:
     tracker = adapters.StepTracker()
     tracker.schedule(_batch())
@@ -358,6 +368,9 @@ _EXAMPLES = (
                 num_accepted=_ids(3, 1, 1)))),
     Example("SG606", "drafter rows only for the decode seqs of a mixed step (`StepTracker`)",
             lambda: _tracked(drafts=_drafter_output())),
+    Example("SG607", "seq 13 verified with none of the three drafts proposed for it the step "
+            "before: its host row was still empty after its prefill (`StepTracker`)",
+            _proposal_left_behind),
     Example("SG611", "an ATOM batch with a prefill chunk ahead of three decode seqs "
             "(`AtomView`)", _atom_mixed_phases),
     Example("SG612", "a new seq placed ahead of the deferred ones in an ATOM decode batch "

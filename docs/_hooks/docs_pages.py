@@ -431,7 +431,8 @@ def fault_table(page: str) -> str:
     """The fault catalogue of the reference engine, one row per ``runner.faults.FAULTS``."""
     rows = []
     for fault in FAULTS.values():
-        caught = f"{_rule_link(page, fault.rule)} on {_object_link(page, fault.subject)}"
+        rules = " or ".join(_rule_link(page, code) for code in fault.rules)
+        caught = f"{rules} on {_object_link(page, fault.subject)}"
         rows.append((f"`{fault.name}`", fault.summary, fault.origin, caught, fault.unguarded))
     header = ("Fault", "What it does", "The real bug", "Caught by", "With contracts off")
     return _table(header, rows) + "\n"

@@ -1,4 +1,4 @@
-"""Step-to-step contracts: the tracker relates each step to the one before (SG601-SG606)."""
+"""Step-to-step contracts: the tracker relates each step to the one before (SG601-SG607)."""
 
 from __future__ import annotations
 
@@ -141,6 +141,52 @@ def test_placeholder_slots_and_refilled_rows_are_not_compared():
     tracker.drafted(drafter([5, 6], [[11, 12], [21, 22]]))
     tracker.schedule(batch([5, 6], [11, 11], drafts=[[-1, -1], [99, 98]], placeholder=-1),
                      refilled=np.array([False, True]))
+
+
+def _proposed_then(next_batch, *, tracker=None, refilled=None):
+    """Seqs 5 and 6 decode, seq 6 gets drafts [21, 22] proposed, then ``next_batch``."""
+    tracker = tracker or StepTracker()
+    tracker.schedule(batch([5, 6], [10, 10]))
+    tracker.verified(verify([5, 6], [0, 0]))
+    tracker.drafted(drafter([5, 6], [[11, 12], [21, 22]]))
+    tracker.schedule(next_batch, refilled=refilled)
+    return tracker
+
+
+@pytest.mark.parametrize("carried", [0, 1])
+def test_a_seq_carrying_part_of_its_proposal_is_sg607(carried):
+    """Seq 6 verified with fewer than the 2 drafts proposed for it is SG607, naming it."""
+    with pytest.raises(contracts.ContractViolation, match=re.escape(
+            "SG607 a seq with a proposal carries all of it [StepTransition.num_drafts, "
+            "scheduler → runner]: seq 6 at batch position 1: carries "
+            f"{carried} drafts, but the previous step proposed 2 for this seq "
+            f"(expected 2; actual {carried})")) as caught:
+        _proposed_then(batch([5, 6], [11, 11], drafts=[[11, 12], [21, 1]],
+                             counts=[2, carried]))
+    assert caught.value.codes == ("SG607",)
+
+
+def test_seqs_without_a_proposal_may_carry_fewer_drafts():
+    """No drafter output, a seq new to the batch, or a prefill row: nothing is required."""
+    tracker = StepTracker()
+    tracker.schedule(batch([5, 6], [10, 10]))
+    tracker.verified(verify([5, 6], [0, 0]))
+    tracker.schedule(batch([5, 6], [11, 11], counts=[0, 1]))  # no proposal was recorded
+    tracker.verified(verify([5, 6], [0, 0]))
+    tracker.drafted(drafter([5, 6], [[11, 12], [21, 22]]))
+    tracker.schedule(batch([9, 5, 6], [40, 12, 12], decode=[True, True, False],
+                           drafts=[[1, 1], [11, 12]], counts=[0, 2]))
+    assert tracker.close().seq_ids.tolist() == [9, 5, 6]
+
+
+def test_refilled_rows_and_trimming_engines_are_not_held_to_the_whole_proposal():
+    """A refilled row is filled whole by the runner; ``whole_proposals=False`` skips SG607."""
+    short = batch([5, 6], [11, 11], drafts=[[11, 12], [21, 1]], counts=[2, 1])
+    _proposed_then(short, refilled=np.array([False, True]))
+    _proposed_then(short, tracker=StepTracker(whole_proposals=False))
+    with pytest.raises(contracts.ContractViolation, match="SG602"):
+        _proposed_then(batch([5, 6], [11, 11], drafts=[[11, 12], [22, 1]], counts=[2, 1]),
+                       tracker=StepTracker(whole_proposals=False))
 
 
 def test_placeholders_of_a_seq_new_to_the_batch_are_sg603():

@@ -237,6 +237,15 @@ def test_sync_drafts_of_another_step_are_sg602():
         _tracked_steps({"a": [5, 6, 7]}, async_scheduling=False)
 
 
+def test_drafts_trimmed_by_the_scheduler_pass_but_are_still_the_proposed_ones():
+    """vLLM trims drafts to the budget: 'a' may carry 1 of its 3 (no SG607), not another."""
+    step = _tracked_steps({"a": [21]}, async_scheduling=False)
+    assert step.num_draft_tokens.tolist() == [1]
+    with pytest.raises(contracts.ContractViolation, match=re.escape(
+            "SG602 drafts carried into a step are the ones proposed for the seq")):
+        _tracked_steps({"a": [22]}, async_scheduling=False)
+
+
 def test_async_placeholders_of_a_request_from_the_previous_batch_pass():
     """Under async scheduling 'a' may carry [-1, -1, -1]: the runner fills them."""
     step = _tracked_steps({"a": [-1, -1, -1]}, async_scheduling=True)

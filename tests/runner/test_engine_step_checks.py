@@ -214,21 +214,30 @@ def test_verify_rows_out_of_batch_order_is_sg604(monkeypatch):
     assert "seq 3 at batch position 0: verify row 0 belongs to seq" in str(error)
 
 
-def test_more_accepted_than_carried_is_sg605(monkeypatch):
-    """A row accepting more drafts than it carried breaks SG605."""
-    def greedy(trace):
+def test_a_row_verified_without_its_proposal_is_sg607(monkeypatch):
+    """Seq 3 verified in step 5 with none of the drafts step 4 proposed for it breaks SG607."""
+    def no_drafts(trace):
         drafts = trace.plan.num_drafts.copy()
         drafts[0] = 0
         return _plan(trace, num_drafts=drafts)
 
-    def accepts_one(trace):
-        accepted = trace.num_accepted.copy()
-        accepted[0] = 1
-        return dataclasses.replace(greedy(trace), num_accepted=accepted)
+    error = _bent(no_drafts, monkeypatch)
+    assert error.codes == ("SG607",)
+    assert "seq 3 at batch position 0: carries 0 drafts, but the previous step proposed 3 " \
+        "for this seq" in str(error)
 
-    error = _bent(accepts_one, monkeypatch)
-    assert "SG605" in error.codes
-    assert "accepted 1 drafts, but the row carried 0 real drafts" in str(error)
+
+def test_more_accepted_than_carried_is_sg605(monkeypatch):
+    """A row accepting more drafts than it carried breaks SG605."""
+    def accepts_too_many(trace):
+        accepted = trace.num_accepted.copy()
+        accepted[0] = trace.plan.mtp_k + 1
+        return dataclasses.replace(trace, num_accepted=accepted)
+
+    error = _bent(accepts_too_many, monkeypatch)
+    assert error.codes == ("SG605",)
+    assert "seq 3 at batch position 0: accepted 4 drafts, but the row carried 3 real drafts" \
+        in str(error)
 
 
 def test_drafter_rows_of_another_order_is_sg606(monkeypatch):

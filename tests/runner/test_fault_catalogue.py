@@ -8,6 +8,7 @@ the step tracker to the engine changed no expectation of the per-object faults.
 
 from __future__ import annotations
 
+import functools
 import re
 
 import numpy as np
@@ -15,6 +16,8 @@ import pytest
 from engine_builders import MODEL, chunk_boundary, divergence, memory_pressure
 
 import contracts
+from adapters import StepTracker
+from runner import engine as engine_module
 from runner import faults, model_runner
 from runner.engine import Engine
 from runner.faults import FAULTS
@@ -186,10 +189,23 @@ def test_skipped_rejection_rollback_names_the_seq_that_resumes_too_far():
     assert int(violation.actual) - int(violation.expected) == rejected
 
 
-def test_stale_drafts_names_the_seq_and_the_draft_it_should_carry():
-    """Seq 3 carries into step 5 drafts other than the ones step 4 proposed for it."""
+def test_stale_drafts_names_the_seq_verified_without_its_proposal():
+    """Seq 3's prefill ended in step 3; step 4 verifies none of the drafts step 3 proposed."""
     engine, violation = _stop(faults.STALE_DRAFTS)
-    assert (violation.seq_id, violation.position) == (3, 0)
+    assert (violation.code, violation.seq_id, violation.position) == ("SG607", 3, 0)
+    assert (engine.violation_step, engine.current_step) == (4, 5)
+    previous = engine.tracker.previous  # step 3, seq 3's last prefill chunk
+    assert previous.drafted[previous.seq_ids.tolist().index(3)]
+    assert not previous.is_decode[previous.seq_ids.tolist().index(3)]
+    assert (violation.expected, violation.actual) == (str(engine.config.mtp_k), "0")
+
+
+def test_stale_drafts_further_along_carry_the_older_drafts(monkeypatch):
+    """With SG607 off, seq 3 carries into step 5 drafts other than the ones step 4 proposed."""
+    monkeypatch.setattr(engine_module, "StepTracker",
+                        functools.partial(StepTracker, whole_proposals=False))
+    engine, violation = _stop(faults.STALE_DRAFTS)
+    assert (violation.code, violation.seq_id, violation.position) == ("SG602", 3, 0)
     assert (engine.violation_step, engine.current_step) == (5, 6)
     previous = engine.tracker.previous
     proposed = previous.proposals[previous.seq_ids.tolist().index(3)]

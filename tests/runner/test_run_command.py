@@ -137,5 +137,6 @@ def test_faults_verbose_names_sites_rules_and_origins(capsys):
     assert main(["faults", "-v"]) == 0
     out = capsys.readouterr().out
     for fault in FAULTS.values():
-        assert f"caught by {fault.rule}" in out and fault.origin in out
+        assert f"caught by {' or '.join(fault.rules)} on {fault.subject}" in out
+        assert fault.origin in out
         assert f"contracts off: {fault.unguarded}" in out
