@@ -37,7 +37,7 @@ from adapters._atom_layout import AtomLayout
 from adapters._build import build
 from adapters._host import host_array
 from adapters.step_state import StepLinks, StepState, StepTracker
-from contracts import DrafterOutput, Finding, ScheduledBatch, VerifyOutput, report
+from contracts import Boundary, DrafterOutput, Finding, ScheduledBatch, VerifyOutput, report
 
 __all__ = ["AtomLayout", "AtomView"]
 
@@ -129,7 +129,8 @@ def _read(batch: Any, name: str) -> Any:
         return getattr(batch, name)
     except AttributeError:
         report(_SUBJECT, [("SG001", Finding(
-            f"the batch has no field {name!r}", name, expected=f"ATOM ScheduledBatch.{name}"))])
+            f"the batch has no field {name!r}", name, expected=f"ATOM ScheduledBatch.{name}"))],
+            boundary=Boundary.SCHEDULE.value)
         return None
 
 

@@ -35,6 +35,7 @@ from adapters._vllm_drafts import PLACEHOLDER, draft_tokens, listed_rows
 from adapters._vllm_schedule import VllmSchedule
 from adapters.step_state import StepPlan, StepTracker
 from contracts import (
+    Boundary,
     DrafterInput,
     DrafterOutput,
     DraftTokens,
@@ -190,7 +191,8 @@ def _mapping(output: Any, name: str) -> Mapping[Any, Any]:
     if isinstance(value, Mapping):
         return value
     report(_SUBJECT, [("SG001", Finding(
-        f"{name} must be a dict keyed by request id, got {type(value).__name__}", name))])
+        f"{name} must be a dict keyed by request id, got {type(value).__name__}", name))],
+        boundary=Boundary.SCHEDULE.value)
     return {}
 
 
@@ -206,7 +208,7 @@ def _count(value: Any, request: str) -> int:
     if value is not None:
         report(_SUBJECT, [("SG002", Finding(
             f"request {request!r}: scheduled token count {value!r} is not an integer",
-            "num_scheduled_tokens"))])
+            "num_scheduled_tokens"))], boundary=Boundary.SCHEDULE.value)
     return 0
 
 

@@ -133,7 +133,7 @@ def test_missing_field_is_sg001_naming_it():
     atom = decode_batch(_seed_seqs(), dense=True)
     del atom.req_ids
     with pytest.raises(contracts.ContractViolation, match=re.escape(
-            "SG001 field has the declared type [ATOM ScheduledBatch.req_ids, any boundary]: "
+            "SG001 field has the declared type [ATOM ScheduledBatch.req_ids, scheduler → runner]: "
             "the batch has no field 'req_ids'")):
         _view()(atom)
 
