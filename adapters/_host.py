@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 
 from contracts import DeviceValues, current_config
 
-__all__ = ["host_array", "int_at"]
+__all__ = ["host_array", "int_at", "is_int"]
 
 
 def host_array(value: Any) -> np.ndarray | None:
@@ -36,3 +36,8 @@ def int_at(array: Any, index: int) -> int | None:
     if not isinstance(array, np.ndarray) or array.ndim != 1 or not 0 <= index < array.shape[0]:
         return None
     return int(array[index])
+
+
+def is_int(value: Any) -> TypeGuard[int | np.integer]:
+    """A Python or numpy integer that is not a bool: what engines use for ids and counts."""
+    return isinstance(value, int | np.integer) and not isinstance(value, bool)

@@ -25,6 +25,7 @@ import numpy as np
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
+from adapters._host import is_int
 from contracts import describe
 
 __all__ = [
@@ -196,16 +197,12 @@ def _host_numpy(value: Any) -> np.ndarray | None:
     return None
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int | np.integer) and not isinstance(value, bool)
-
-
 def _int_list(value: Any) -> bool:
     if not isinstance(value, list | tuple):
         return False
-    if all(_is_int(v) for v in value):
+    if all(is_int(v) for v in value):
         return True
-    return all(isinstance(v, list | tuple) and all(_is_int(x) for x in v) for v in value)
+    return all(isinstance(v, list | tuple) and all(is_int(x) for x in v) for v in value)
 
 
 def _list_size(value: Any) -> int:

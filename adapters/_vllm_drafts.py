@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from adapters._build import build, made
+from adapters._host import is_int
 from contracts import DraftTokens
 
 __all__ = ["PLACEHOLDER", "draft_tokens", "listed_rows"]
@@ -67,7 +68,7 @@ def _real(drafts: Any, async_scheduling: bool) -> Any:
     if not async_scheduling or not isinstance(drafts, list | tuple | np.ndarray):
         return drafts
     end = len(drafts)
-    while end and _is_int(drafts[end - 1]) and drafts[end - 1] == PLACEHOLDER:
+    while end and _is_int64(drafts[end - 1]) and drafts[end - 1] == PLACEHOLDER:
         end -= 1
     return drafts[:end]
 
@@ -79,12 +80,11 @@ def listed_rows(lists: list[Any], mtp_k: int) -> np.ndarray:
         return rows
     rows = np.zeros((len(lists), mtp_k), dtype=np.int64)
     for row, listed in enumerate(lists):
-        values = [int(d) for d in listed[:mtp_k] if _is_int(d)] \
+        values = [int(d) for d in listed[:mtp_k] if _is_int64(d)] \
             if isinstance(listed, list | tuple) else []
         rows[row, : len(values)] = values
     return rows
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int | np.integer) and not isinstance(value, bool) \
-        and -(2**63) <= int(value) < 2**63
+def _is_int64(value: Any) -> bool:
+    return is_int(value) and -(2**63) <= int(value) < 2**63

@@ -35,7 +35,7 @@ import numpy as np
 
 from adapters._atom_layout import AtomLayout
 from adapters._build import build
-from adapters._host import host_array
+from adapters._host import host_array, is_int
 from adapters.step_state import StepLinks, StepState, StepTracker
 from contracts import Boundary, DrafterOutput, Finding, ScheduledBatch, VerifyOutput, report
 
@@ -103,7 +103,7 @@ class AtomView:
         size = seq_ids.shape[0] if isinstance(seq_ids, np.ndarray) and seq_ids.ndim == 1 else 0
         num_prefill = _read(batch, "total_seqs_num_prefill")
         num_decode = _read(batch, "total_seqs_num_decode")
-        is_decode = np.arange(size) >= (num_prefill if _is_int(num_prefill) else size)
+        is_decode = np.arange(size) >= (num_prefill if is_int(num_prefill) else size)
         context = _context_lens(batch, is_decode, links, previous, self.mtp_k)
         drafts = _read(batch, "scheduled_spec_decode_tokens") if is_decode.any() else None
         if drafts is None and not is_decode.any():
@@ -134,10 +134,6 @@ def _read(batch: Any, name: str) -> Any:
         return None
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int | np.integer) and not isinstance(value, bool)
-
-
 def _ids(req_ids: Any) -> Any:
     """``req_ids`` (a list of ints) as an int64 vector.
 
@@ -146,7 +142,7 @@ def _ids(req_ids: Any) -> Any:
     """
     if not isinstance(req_ids, list | tuple):
         return req_ids
-    if all(_is_int(i) for i in req_ids):
+    if all(is_int(i) for i in req_ids):
         return np.asarray(req_ids, dtype=np.int64).reshape(len(req_ids))
     try:
         ids = np.asarray(req_ids)
@@ -243,7 +239,7 @@ def _state_slots(groups: Any, per_req_state: bool | None) -> Any:
     if isinstance(groups, list | tuple):
         if not groups and not per_req_state:
             return None
-        if all(_is_int(g) for g in groups):
+        if all(is_int(g) for g in groups):
             return np.asarray(groups, dtype=np.int64).reshape(len(groups))
         return groups
     return groups if per_req_state is not False else None

@@ -23,12 +23,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeGuard
+from typing import Any
 
 import numpy as np
 
 from adapters._build import build
-from adapters._host import host_array
+from adapters._host import host_array, is_int
 from adapters._step_rules import VerifyRows
 from adapters._vllm_drafter import drafter_fields
 from adapters._vllm_drafts import PLACEHOLDER, draft_tokens, listed_rows
@@ -182,10 +182,6 @@ class VllmView:
             draft_placeholder=PLACEHOLDER if self.async_scheduling else None)
 
 
-def _is_int(value: Any) -> TypeGuard[int | np.integer]:
-    return isinstance(value, int | np.integer) and not isinstance(value, bool)
-
-
 def _mapping(output: Any, name: str) -> Mapping[Any, Any]:
     value = getattr(output, name, None)
     if isinstance(value, Mapping):
@@ -203,7 +199,7 @@ def _counts(values: list[Any], order: tuple[str, ...]) -> np.ndarray:
 
 
 def _count(value: Any, request: str) -> int:
-    if _is_int(value):
+    if is_int(value):
         return int(value)
     if value is not None:
         report(_SUBJECT, [("SG002", Finding(
@@ -240,13 +236,13 @@ def _computed(output: Any, order: tuple[str, ...]) -> np.ndarray:
     computed: dict[str, int] = {}
     for new in _listed(getattr(output, "scheduled_new_reqs", None)):
         value, request = getattr(new, "num_computed_tokens", None), getattr(new, "req_id", None)
-        if _is_int(value) and isinstance(request, str):
+        if is_int(value) and isinstance(request, str):
             computed[request] = int(value)
     cached = getattr(output, "scheduled_cached_reqs", None)
     ids = _listed(getattr(cached, "req_ids", None))
     values = _listed(getattr(cached, "num_computed_tokens", None))
     for request, value in zip(ids, values, strict=False):
-        if _is_int(value) and isinstance(request, str):
+        if is_int(value) and isinstance(request, str):
             computed[request] = int(value)
     return np.array([computed.get(r, -1) for r in order], dtype=np.int64)
 

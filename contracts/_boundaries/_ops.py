@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from contracts._core._arrays import array_kind, is_host
+from contracts._core._arrays import array_kind, host_value
 
 __all__ = [
     "arange_like",
@@ -78,16 +78,6 @@ def row_entries(table: Any, columns: Any) -> Any:
     import torch
 
     return table.gather(1, columns.to(torch.int64).unsqueeze(1)).squeeze(1)
-
-
-def host_value(a: Any, flat_index: int) -> int | None:
-    """The element at a flat index when it can be read without a device sync."""
-    if not is_host(a):
-        return None
-    flat = np.asarray(a).reshape(-1) if isinstance(a, np.generic) else a.reshape(-1)
-    if not 0 <= flat_index < flat.shape[0]:
-        return None
-    return int(flat[flat_index])
 
 
 def row_col(flat_index: int, width: int) -> tuple[int, int]:

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["array_kind", "describe", "dtype_name", "is_host", "torch_module"]
+__all__ = ["array_kind", "describe", "dtype_name", "host_value", "is_host", "torch_module"]
 
 _SHORT_DTYPES = {
     "int8": "i8",
@@ -57,6 +57,16 @@ def is_host(value: Any) -> bool:
     if isinstance(value, np.ndarray | np.generic):
         return True
     return array_kind(value) == "torch" and value.device.type == "cpu"
+
+
+def host_value(a: Any, flat_index: int) -> int | None:
+    """The element at a flat index when it can be read without a device sync, else None."""
+    if a is None or not (isinstance(a, np.generic) or array_kind(a) is not None) or not is_host(a):
+        return None
+    flat = np.asarray(a).reshape(-1) if isinstance(a, np.generic) else a.reshape(-1)
+    if not 0 <= flat_index < flat.shape[0]:
+        return None
+    return int(flat[flat_index])
 
 
 def describe(value: object) -> str:

@@ -9,17 +9,17 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from typing_extensions import dataclass_transform
 
-from contracts._core._arrays import array_kind, is_host
+from contracts._core._arrays import host_value
 from contracts._core._fields import compile_fields
 from contracts._core._metadata import compile_fast_check
 from contracts._core._registry import Boundary
 from contracts._core._validate import Plan, validate
 
-__all__ = ["BoundaryObject", "boundary_object", "host_int"]
+__all__ = ["BoundaryObject", "boundary_object"]
 
 T = TypeVar("T")
 
@@ -40,20 +40,11 @@ class BoundaryObject:
             position = self._sg_token_position(token)
         if position is None:
             return None, None
-        return position, host_int(getattr(self, "seq_ids", None), position)
+        return position, host_value(getattr(self, "seq_ids", None), position)
 
     def _sg_token_position(self, token: int) -> int | None:
         """The batch position owning a flat token index; objects with token streams override."""
         return None
-
-
-def host_int(array: Any, index: int) -> int | None:
-    """``int(array[index])`` when that reads host memory and is in range, else None."""
-    if array is None or array_kind(array) is None or not is_host(array):
-        return None
-    if array.ndim != 1 or not 0 <= index < array.shape[0]:
-        return None
-    return int(array[index])
 
 
 @dataclass_transform(kw_only_default=True, frozen_default=True)
