@@ -10,9 +10,17 @@ when the batch itself is laid out that way.
 from __future__ import annotations
 
 import numpy as np
-
-from adapters._host import int_at
-from contracts import Array, Boundary, BoundaryObject, Finding, Index, Values, boundary_object, rule
+from specguard.adapters._host import int_at
+from specguard.contracts import (
+    Array,
+    Boundary,
+    BoundaryObject,
+    Finding,
+    Index,
+    Values,
+    boundary_object,
+    rule,
+)
 
 __all__ = ["AtomLayout"]
 

@@ -17,7 +17,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from contracts import (
+from specguard.contracts import (
     BoundaryObject,
     ContractViolation,
     Mode,
@@ -100,6 +100,6 @@ def _named(violation: Violation, names: Sequence[str]) -> Violation:
 def _snapshot(
     subject: str, fields: Mapping[str, Any], state: Any, error: ContractViolation
 ) -> None:
-    from adapters.snapshots import capture
+    from specguard.adapters.snapshots import capture
 
     capture(subject, fields, error, state=state)

@@ -23,8 +23,7 @@ from typing import Any, TypeVar, cast
 
 from beartype.door import TypeHint, is_bearable
 from beartype.roar import BeartypeException
-
-from contracts import (
+from specguard.contracts import (
     BoundaryObject,
     ContractViolation,
     Finding,
@@ -71,7 +70,7 @@ def check_value(spec: Any, value: Any, label: str, name: str) -> None:
             try:
                 validate(value)
             except ContractViolation as error:
-                from adapters.snapshots import capture_object
+                from specguard.adapters.snapshots import capture_object
 
                 capture_object(value, error)
                 raise

@@ -6,8 +6,7 @@ import sys
 from typing import Any, TypeGuard
 
 import numpy as np
-
-from contracts import DeviceValues, current_config
+from specguard.contracts import DeviceValues, current_config
 
 __all__ = ["host_array", "int_at", "is_int"]
 

@@ -6,9 +6,8 @@ from dataclasses import dataclass
 from typing import cast
 
 import numpy as np
-
-from adapters._host import host_array
-from contracts import ScheduledBatch
+from specguard.adapters._host import host_array
+from specguard.contracts import ScheduledBatch
 
 __all__ = ["UNKNOWN", "StepLinks", "StepPlan", "rows_in"]
 
@@ -20,7 +19,7 @@ UNKNOWN = -1
 class StepPlan:
     """One step's schedule as the tracker reads it: host numpy arrays in batch order.
 
-    Build it with :meth:`of` from a ``contracts.ScheduledBatch``, or directly from an
+    Build it with :meth:`of` from a ``specguard.contracts.ScheduledBatch``, or directly from an
     engine's own schedule (the vLLM adapter does).
     """
 

@@ -10,9 +10,8 @@ from __future__ import annotations
 from typing import Any, cast
 
 import numpy as np
-
-from adapters._host import int_at
-from contracts import (
+from specguard.adapters._host import int_at
+from specguard.contracts import (
     Array,
     Bool,
     Boundary,
@@ -32,7 +31,7 @@ class StepTransition(BoundaryObject):
     """How this step's seqs continue from the step before.
 
     Per-seq arrays follow this step's batch order; per-row arrays follow its decode seqs
-    in batch order. Built by :class:`adapters.step_state.StepTracker`.
+    in batch order. Built by :class:`specguard.adapters.step_state.StepTracker`.
     """
 
     mtp_k: int

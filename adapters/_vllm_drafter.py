@@ -12,8 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-
-from contracts import Finding, report
+from specguard.contracts import Finding, report
 
 __all__ = ["drafter_fields"]
 
@@ -21,7 +20,7 @@ __all__ = ["drafter_fields"]
 def drafter_fields(*, vocab_size: int, target_token_ids: Any, target_positions: Any,
                    next_token_ids: Any, last_token_indices: Any,
                    query_start_loc: Any) -> dict[str, Any]:
-    """The fields of a ``contracts.DrafterInput`` for one ``propose()`` call."""
+    """The fields of a ``specguard.contracts.DrafterInput`` for one ``propose()`` call."""
     ids = _embedded(target_token_ids, next_token_ids, last_token_indices)
     seqs = _length(query_start_loc) - 1
     return {

@@ -14,10 +14,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
-
-from adapters._build import build, made
-from adapters._host import is_int
-from contracts import DraftTokens
+from specguard.adapters._build import build, made
+from specguard.adapters._host import is_int
+from specguard.contracts import DraftTokens
 
 __all__ = ["PLACEHOLDER", "draft_tokens", "listed_rows"]
 

@@ -8,8 +8,17 @@ from that convention alone. The object holds the per-request counts of one
 
 from __future__ import annotations
 
-from adapters._host import int_at
-from contracts import Array, Boundary, BoundaryObject, Finding, Index, Values, boundary_object, rule
+from specguard.adapters._host import int_at
+from specguard.contracts import (
+    Array,
+    Boundary,
+    BoundaryObject,
+    Finding,
+    Index,
+    Values,
+    boundary_object,
+    rule,
+)
 
 __all__ = ["VllmSchedule"]
 

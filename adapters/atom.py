@@ -1,7 +1,7 @@
 """ATOM (ROCm/ATOM) MTP batches, read by duck typing and checked against the contracts.
 
 ATOM is not imported: :class:`AtomView` reads its ``ScheduledBatch`` through ATOM's own
-field names and builds a ``contracts.ScheduledBatch`` from views of its arrays (O(batch)
+field names and builds a ``specguard.contracts.ScheduledBatch`` from views of its arrays (O(batch)
 work, no per-token loop, the token and draft arrays are not copied)::
 
     view = AtomView(mtp_k=3, vocab_size=129280, block_size=16, tracker=StepTracker())
@@ -20,7 +20,7 @@ What it recognises, in ATOM's terms:
 * decode ``context_lens`` include ATOM's placeholders: the view subtracts the rejected
   count the runner will use (for deferred rows, the previous step's, from the tracker);
 * ATOM's layout assumptions (one phase per batch, ``[deferred | new]``, ``num_spec_step``):
-  :class:`~adapters._atom_layout.AtomLayout`, rules SG611-SG613.
+  :class:`~specguard.adapters._atom_layout.AtomLayout`, rules SG611-SG613.
 
 ``block_tables`` reaches the contract as a read-only broadcast of one block id per seq
 (its first block, or -1 when its table is empty or shorter than its context), so SG110
@@ -32,12 +32,18 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-
-from adapters._atom_layout import AtomLayout
-from adapters._build import build
-from adapters._host import host_array, is_int
-from adapters.step_state import StepLinks, StepState, StepTracker
-from contracts import Boundary, DrafterOutput, Finding, ScheduledBatch, VerifyOutput, report
+from specguard.adapters._atom_layout import AtomLayout
+from specguard.adapters._build import build
+from specguard.adapters._host import host_array, is_int
+from specguard.adapters.step_state import StepLinks, StepState, StepTracker
+from specguard.contracts import (
+    Boundary,
+    DrafterOutput,
+    Finding,
+    ScheduledBatch,
+    VerifyOutput,
+    report,
+)
 
 __all__ = ["AtomLayout", "AtomView"]
 

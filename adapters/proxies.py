@@ -8,7 +8,7 @@
 A proxy forwards every attribute read, write and delete to the wrapped object, reports
 the wrapped object's class (so ``isinstance`` checks keep passing), and returns exactly
 what the wrapped method returns. Only the named methods differ: their arguments and
-results are checked first (by :func:`adapters.guard`'s rules), so a violating batch is
+results are checked first (by :func:`specguard.adapters.guard`'s rules), so a violating batch is
 refused before the runner sees it. With the mode off when the proxy is made, the object
 itself is returned: nothing to pay.
 """
@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
 
-from adapters._guard import guard
-from contracts import Mode, current_config
+from specguard.adapters._guard import guard
+from specguard.contracts import Mode, current_config
 
 __all__ = ["guard_runner", "guard_scheduler", "is_guarded", "unwrap"]
 
@@ -103,7 +103,7 @@ def guard_runner(runner: T, methods: Mapping[str, Mapping[str, Any]]) -> T:
     """``runner`` with each named method's arguments (and ``"return"``) validated.
 
     ``methods`` maps a method name to ``{parameter: spec}``; a spec is a boundary class,
-    a view (a callable such as an adapter) or a type hint, as for :func:`adapters.guard`.
+    a view (a callable such as an adapter) or a type hint, as for :func:`specguard.adapters.guard`.
     Names and specs are checked at once: a typo raises TypeError here.
     """
     for name, specs in methods.items():
@@ -120,7 +120,7 @@ def guard_scheduler(scheduler: T, view: Callable[[Any], Any], *, method: str = "
     """``scheduler`` whose ``method`` result passes through ``view`` before it is returned.
 
     ``view`` builds contract objects from the engine's own batch (e.g.
-    :class:`adapters.atom.AtomView`), which validates it: in strict mode a broken batch
+    :class:`specguard.adapters.atom.AtomView`), which validates it: in strict mode a broken batch
     raises here, before any runner sees it. The result itself is returned unchanged.
     """
     return guard_runner(scheduler, {method: {_RETURN: view}})

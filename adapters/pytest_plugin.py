@@ -8,7 +8,7 @@ Installed with specguard (entry point ``pytest11``); it changes nothing unless a
 or in the ini file: ``specguard = strict`` and ``specguard_depth = full``. The setting
 holds for the session (so guards decorated while tests are collected wrap) and is
 applied again around each test's setup, call and teardown (a test may still override it
-with ``contracts.configure`` or ``contracts.checking``). Then:
+with ``specguard.contracts.configure`` or ``specguard.contracts.checking``). Then:
 
 * the ``specguard_violations`` fixture is the list of violations reported during the test,
   in every mode (a warn-mode one is only logged; a strict one may have been caught);
@@ -70,8 +70,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if settings:
         # Also for the whole session: a @guard decorated at import (during collection)
         # decides then whether it wraps at all.
-        import contracts
-
+        from specguard import contracts
         config.stash[_PREVIOUS] = contracts.configure(**settings)
 
 
@@ -79,8 +78,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     """Put back the settings the session started with."""
     previous = config.stash.get(_PREVIOUS, None)
     if previous is not None:
-        import contracts
-
+        from specguard import contracts
         contracts.restore_config(previous)
 
 
@@ -101,8 +99,7 @@ def _applied(item: pytest.Item) -> Iterator[None]:
     if not settings:
         yield
         return
-    import contracts
-
+    from specguard import contracts
     previous = contracts.configure(**settings)
     try:
         yield
@@ -113,8 +110,7 @@ def _applied(item: pytest.Item) -> Iterator[None]:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_setup(item: pytest.Item) -> Generator[None, None, None]:
     """Start recording violations, then set up the test under the run's settings."""
-    import contracts
-
+    from specguard import contracts
     seen: list[Any] = []
     item.stash[_SEEN] = seen
     stack = contextlib.ExitStack()
@@ -157,6 +153,6 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 @pytest.fixture
 def specguard_violations(request: pytest.FixtureRequest) -> list[Any]:
-    """The ``contracts.Violation`` records reported during this test, in every mode."""
+    """The ``specguard.contracts.Violation`` records reported during this test, in every mode."""
     seen: list[Any] = request.node.stash.get(_SEEN, [])
     return seen

@@ -10,8 +10,8 @@ Then, on any machine::
 re-validates the object (strict, full depth, every rule) and prints the report; the exit
 status is 1 when a rule is broken, 0 when the object is clean and 2 when the file cannot
 be read. Files are parsed by strict models with size limits (see
-:mod:`adapters._snapshot_format`): a truncated, corrupt or hostile file is a
-:class:`contracts.SnapshotError`, never code execution. Writing copies device arrays to
+:mod:`specguard.adapters._snapshot_format`): a truncated, corrupt or hostile file is a
+:class:`specguard.contracts.SnapshotError`, never code execution. Writing copies device arrays to
 the host; it only happens on the way to raising.
 """
 
@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from adapters import _snapshot_format as fmt
-from contracts import (
+from specguard.adapters import _snapshot_format as fmt
+from specguard.contracts import (
     BOUNDARY_OBJECTS,
     BoundaryObject,
     Collect,
@@ -89,10 +89,10 @@ class Opaque:
 
 def known_types() -> dict[str, type[BoundaryObject]]:
     """Every boundary object a snapshot may hold, by name."""
-    from adapters._atom_layout import AtomLayout
-    from adapters._step_rules import DraftRows, StepTransition, VerifyRows
-    from adapters._vllm_schedule import VllmSchedule
-    from adapters.step_state import StepState
+    from specguard.adapters._atom_layout import AtomLayout
+    from specguard.adapters._step_rules import DraftRows, StepTransition, VerifyRows
+    from specguard.adapters._vllm_schedule import VllmSchedule
+    from specguard.adapters.step_state import StepState
 
     extra = (StepState, StepTransition, VerifyRows, DraftRows, AtomLayout, VllmSchedule)
     return {cls.__name__: cls for cls in (*BOUNDARY_OBJECTS, *extra)}
@@ -216,7 +216,7 @@ def _value(value: Any) -> Any:
 
 
 def _state(record: fmt.ObjectRecord, path: str | Path) -> BoundaryObject:
-    from adapters.step_state import StepState
+    from specguard.adapters.step_state import StepState
 
     if record.type != StepState.__name__:
         raise SnapshotError(f"snapshot {path}: state must be a StepState, not {record.type!r}")

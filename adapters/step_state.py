@@ -24,12 +24,11 @@ import dataclasses
 from typing import Any, cast
 
 import numpy as np
-
-from adapters._build import build
-from adapters._host import host_array
-from adapters._step_plan import UNKNOWN, StepLinks, StepPlan, rows_in
-from adapters._step_rules import DraftRows, StepTransition, VerifyRows
-from contracts import (
+from specguard.adapters._build import build
+from specguard.adapters._host import host_array
+from specguard.adapters._step_plan import UNKNOWN, StepLinks, StepPlan, rows_in
+from specguard.adapters._step_rules import DraftRows, StepTransition, VerifyRows
+from specguard.contracts import (
     Array,
     Bool,
     Boundary,

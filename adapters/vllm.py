@@ -26,15 +26,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-
-from adapters._build import build
-from adapters._host import host_array, is_int
-from adapters._step_rules import VerifyRows
-from adapters._vllm_drafter import drafter_fields
-from adapters._vllm_drafts import PLACEHOLDER, draft_tokens, listed_rows
-from adapters._vllm_schedule import VllmSchedule
-from adapters.step_state import StepPlan, StepTracker
-from contracts import (
+from specguard.adapters._build import build
+from specguard.adapters._host import host_array, is_int
+from specguard.adapters._step_rules import VerifyRows
+from specguard.adapters._vllm_drafter import drafter_fields
+from specguard.adapters._vllm_drafts import PLACEHOLDER, draft_tokens, listed_rows
+from specguard.adapters._vllm_schedule import VllmSchedule
+from specguard.adapters.step_state import StepPlan, StepTracker
+from specguard.contracts import (
     Boundary,
     DrafterInput,
     DrafterOutput,

@@ -12,11 +12,11 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from specguard.benchmarks import floor
+from specguard.benchmarks.violations import MUTATIONS, broken, unbroken_rules
+from specguard.benchmarks.workload import Fields, build
 
-import contracts
-from benchmarks import floor
-from benchmarks.violations import MUTATIONS, broken, unbroken_rules
-from benchmarks.workload import Fields, build
+from specguard import contracts
 
 __all__ = ["Verdict", "disagreements", "floor_verdict", "naive_verdict", "specguard_verdict"]
 
@@ -45,7 +45,7 @@ def floor_verdict(fields: Fields) -> Verdict:
 
 def naive_verdict(fields: Fields) -> Verdict:
     """The naive baseline's verdict: the rule its message names, "rejected", or None."""
-    from benchmarks.naive import naive_batch
+    from specguard.benchmarks.naive import naive_batch
 
     try:
         naive_batch(**fields)

@@ -24,8 +24,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Measure, then print the table (or the JSON report) on stdout."""
-    from benchmarks.report import format_report
-    from benchmarks.suite import Settings, run_suite
+    from specguard.benchmarks.report import format_report
+    from specguard.benchmarks.suite import Settings, run_suite
 
     settings = Settings.quick() if args.quick else Settings()
     if args.repeats is not None:

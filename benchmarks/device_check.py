@@ -23,14 +23,14 @@ from collections.abc import Callable, Iterator, Sequence
 from functools import partial
 from typing import Any
 
-import contracts
+from specguard import contracts
 
 __all__ = ["main", "moved_to", "objects_on"]
 
 
 def objects_on(device: str) -> dict[str, contracts.BoundaryObject]:
     """A clean instance of every boundary class with its arrays moved to ``device``."""
-    from runner._rule_examples import CLEAN
+    from specguard.runner._rule_examples import CLEAN
 
     return {name: moved_to(clean(), device) for name, clean in CLEAN.items()}
 
@@ -79,7 +79,7 @@ def _sync_free(torch: Any, obj: contracts.BoundaryObject, depth: str) -> str:
 
 
 def _deferred_sentinel(torch: Any, device: str) -> str:
-    from runner._rule_examples import STORIES
+    from specguard.runner._rule_examples import STORIES
 
     moved = moved_to(STORIES["vllm-26231"].build(), device)  # type: ignore[arg-type]
     with contracts.checking(depth="full", device_values="deferred"), _syncs_are_errors(torch):
@@ -107,7 +107,7 @@ def _device_cost(torch: Any, obj: contracts.BoundaryObject, repeats: int = 200) 
 
 
 def _engine(device: str, extra: Sequence[str], expected: int) -> str:
-    from runner.cli import main as specguard
+    from specguard.cli import main as specguard
 
     code = specguard(["run", "--device", device, "--requests", "16", *extra])
     if code != expected:
@@ -125,8 +125,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.device.startswith("cuda") or not torch.cuda.is_available():
         print(f"device_check: {args.device!r} is not an available CUDA device", file=sys.stderr)
         return 2
-    from runner.faults import FAULTS
-    from runner.main_job import EXIT_OK, EXIT_VIOLATION
+    from specguard.runner.faults import FAULTS
+    from specguard.runner.main_job import EXIT_OK, EXIT_VIOLATION
 
     checks: list[tuple[str, Callable[[], str]]] = []
     for name, obj in objects_on(args.device).items():

@@ -21,7 +21,7 @@ import statistics
 from collections.abc import Callable
 from typing import Any
 
-import contracts
+from specguard import contracts
 
 __all__ = ["QUICK_WORKLOAD", "engine_overhead"]
 
@@ -37,7 +37,7 @@ _MODES = {
 
 def _defaults(overrides: dict[str, int] | None) -> argparse.Namespace:
     """``specguard run``'s default options, read from its own parser."""
-    from runner import main_job
+    from specguard.runner import main_job
 
     parser = argparse.ArgumentParser()
     main_job.add_arguments(parser)
@@ -48,9 +48,9 @@ def _defaults(overrides: dict[str, int] | None) -> argparse.Namespace:
 
 
 def _engine(options: argparse.Namespace) -> Any:
-    from runner.config import EngineConfig, ModelConfig
-    from runner.engine import Engine
-    from runner.workload import synthetic_requests
+    from specguard.runner.config import EngineConfig, ModelConfig
+    from specguard.runner.engine import Engine
+    from specguard.runner.workload import synthetic_requests
 
     config = EngineConfig(
         mtp_k=options.mtp_k, block_size=options.block_size, num_blocks=options.num_blocks,
@@ -69,7 +69,7 @@ def _contract_clock() -> Any:
     """The engine's own tally of time spent in contract checks (what ``specguard run``
     reports as contract time), or None if this engine has none."""
     try:
-        timing = importlib.import_module("runner._timing")
+        timing = importlib.import_module("specguard.runner._timing")
     except ImportError:
         return None
     return getattr(timing, "CLOCK", None)

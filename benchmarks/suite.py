@@ -13,13 +13,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from specguard.benchmarks import floor
+from specguard.benchmarks.agreement import disagreements
+from specguard.benchmarks.engine import QUICK_WORKLOAD, engine_overhead
+from specguard.benchmarks.timing import Case, Timings, interleave
+from specguard.benchmarks.workload import MTP_K, VOCAB_SIZE, Fields, build, decode_batch, to_torch
 
-import contracts
-from benchmarks import floor
-from benchmarks.agreement import disagreements
-from benchmarks.engine import QUICK_WORKLOAD, engine_overhead
-from benchmarks.timing import Case, Timings, interleave
-from benchmarks.workload import MTP_K, VOCAB_SIZE, Fields, build, decode_batch, to_torch
+from specguard import contracts
 
 __all__ = ["Settings", "run_suite"]
 
@@ -129,7 +129,7 @@ def _peak_bytes(check: Callable[[], object]) -> int:
 
 
 def _validation_row(size: int, backend: str, settings: Settings) -> dict[str, Any]:
-    from benchmarks.naive import naive_batch
+    from specguard.benchmarks.naive import naive_batch
 
     fields = _fields(size, backend)
     problems = disagreements(fields)
@@ -176,7 +176,7 @@ def _execute(self: Any, batch: contracts.ScheduledBatch) -> int:
 
 def mode_off(settings: Settings) -> dict[str, Any]:
     """A method guarded while the mode is off, against the same method undecorated."""
-    from adapters import guard
+    from specguard.adapters import guard
 
     with contracts.checking(mode="off"):
         decorated_off = guard(batch=contracts.ScheduledBatch)(_execute)

@@ -2,7 +2,7 @@
 
 Every seq is decoding: ``mtp_k + 1`` scheduled tokens, one draft row, a block table
 padded with -1 to the longest context and a per-request state slot (so that every rule
-of :class:`contracts.ScheduledBatch` has something to check). numpy batches use int32
+of :class:`specguard.contracts.ScheduledBatch` has something to check). numpy batches use int32
 throughout; torch batches keep int64 token ids, as ``F.embedding`` wants them.
 """
 
@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-import contracts
+from specguard import contracts
 
 __all__ = [
     "BLOCK_SIZE",
@@ -37,7 +37,7 @@ _TORCH_INT64 = frozenset({"seq_ids", "token_ids", "draft_token_ids"})
 
 
 def decode_batch(num_seqs: int, *, num_prefill: int = 0, seed: int = 0) -> Fields:
-    """Keyword arguments of a clean :class:`contracts.ScheduledBatch` (numpy, int32).
+    """Keyword arguments of a clean :class:`specguard.contracts.ScheduledBatch` (numpy, int32).
 
     The first ``num_prefill`` seqs are prefill chunks of 1 to 32 tokens; the rest decode.
     """

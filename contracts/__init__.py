@@ -3,8 +3,7 @@
 Pure: knows no engine, imports numpy always and torch only when a tensor shows up.
 Build an object and it is validated under the current mode::
 
-    import contracts as sg
-
+    from specguard import contracts as sg
     drafts = sg.DraftTokens.from_mapping(decode_ids, engine_drafts, mtp_k=3, vocab_size=V)
     batch = sg.ScheduledBatch(..., draft_token_ids=drafts.draft_token_ids, ...)
 
@@ -12,54 +11,54 @@ A broken rule raises :class:`ContractViolation` naming the rule, the seq and its
 position (strict), is logged (warn), or is not looked for at all (off).
 """
 
-from contracts._boundaries import _seq_ids, _structure  # noqa: F401  (register rules)
-from contracts._boundaries._types import Array as Array
-from contracts._boundaries._types import Bool as Bool
-from contracts._boundaries._types import Index as Index
-from contracts._boundaries.draft_tokens import DraftTokens as DraftTokens
-from contracts._boundaries.drafter_output import DrafterOutput as DrafterOutput
-from contracts._boundaries.embedding_inputs import DrafterInput as DrafterInput
-from contracts._boundaries.embedding_inputs import ModelInput as ModelInput
-from contracts._boundaries.scheduled_batch import ScheduledBatch as ScheduledBatch
-from contracts._boundaries.verify_output import PLACEHOLDER as PLACEHOLDER
-from contracts._boundaries.verify_output import VerifyOutput as VerifyOutput
-from contracts._core._arrays import describe as describe
-from contracts._core._config import Collect as Collect
-from contracts._core._config import Config as Config
-from contracts._core._config import Depth as Depth
-from contracts._core._config import DeviceValues as DeviceValues
-from contracts._core._config import Mode as Mode
-from contracts._core._config import checking as checking
-from contracts._core._config import configure as configure
-from contracts._core._config import current as current_config
-from contracts._core._config import restore as restore_config
-from contracts._core._contract import BoundaryObject as BoundaryObject
-from contracts._core._contract import boundary_object as boundary_object
-from contracts._core._deferred import flush_deferred as flush_deferred
-from contracts._core._deferred import pending_count as pending_deferred
-from contracts._core._dims import DIMENSIONS as DIMENSIONS
-from contracts._core._dims import Dim as Dim
-from contracts._core._docs import field_docs as field_docs
-from contracts._core._errors import ConfigError as ConfigError
-from contracts._core._errors import ContractViolation as ContractViolation
-from contracts._core._errors import DeferredViolation as DeferredViolation
-from contracts._core._errors import SnapshotError as SnapshotError
-from contracts._core._fields import ArrayField as ArrayField
-from contracts._core._fields import ScalarField as ScalarField
-from contracts._core._listeners import listening as listening
-from contracts._core._registry import REGISTRY as REGISTRY
-from contracts._core._registry import Boundary as Boundary
-from contracts._core._registry import Rule as Rule
-from contracts._core._registry import rule as rule
-from contracts._core._registry import structural_rule as structural_rule
-from contracts._core._schema import json_schema as json_schema
-from contracts._core._schema import schema_model as schema_model
-from contracts._core._stats import STATS as STATS
-from contracts._core._validate import report as report
-from contracts._core._validate import validate as validate
-from contracts._core._values import Values as Values
-from contracts._core._violation import Finding as Finding
-from contracts._core._violation import Violation as Violation
+from specguard.contracts._boundaries import _seq_ids, _structure  # noqa: F401  (register rules)
+from specguard.contracts._boundaries._types import Array as Array
+from specguard.contracts._boundaries._types import Bool as Bool
+from specguard.contracts._boundaries._types import Index as Index
+from specguard.contracts._boundaries.draft_tokens import DraftTokens as DraftTokens
+from specguard.contracts._boundaries.drafter_output import DrafterOutput as DrafterOutput
+from specguard.contracts._boundaries.embedding_inputs import DrafterInput as DrafterInput
+from specguard.contracts._boundaries.embedding_inputs import ModelInput as ModelInput
+from specguard.contracts._boundaries.scheduled_batch import ScheduledBatch as ScheduledBatch
+from specguard.contracts._boundaries.verify_output import PLACEHOLDER as PLACEHOLDER
+from specguard.contracts._boundaries.verify_output import VerifyOutput as VerifyOutput
+from specguard.contracts._core._arrays import describe as describe
+from specguard.contracts._core._config import Collect as Collect
+from specguard.contracts._core._config import Config as Config
+from specguard.contracts._core._config import Depth as Depth
+from specguard.contracts._core._config import DeviceValues as DeviceValues
+from specguard.contracts._core._config import Mode as Mode
+from specguard.contracts._core._config import checking as checking
+from specguard.contracts._core._config import configure as configure
+from specguard.contracts._core._config import current as current_config
+from specguard.contracts._core._config import restore as restore_config
+from specguard.contracts._core._contract import BoundaryObject as BoundaryObject
+from specguard.contracts._core._contract import boundary_object as boundary_object
+from specguard.contracts._core._deferred import flush_deferred as flush_deferred
+from specguard.contracts._core._deferred import pending_count as pending_deferred
+from specguard.contracts._core._dims import DIMENSIONS as DIMENSIONS
+from specguard.contracts._core._dims import Dim as Dim
+from specguard.contracts._core._docs import field_docs as field_docs
+from specguard.contracts._core._errors import ConfigError as ConfigError
+from specguard.contracts._core._errors import ContractViolation as ContractViolation
+from specguard.contracts._core._errors import DeferredViolation as DeferredViolation
+from specguard.contracts._core._errors import SnapshotError as SnapshotError
+from specguard.contracts._core._fields import ArrayField as ArrayField
+from specguard.contracts._core._fields import ScalarField as ScalarField
+from specguard.contracts._core._listeners import listening as listening
+from specguard.contracts._core._registry import REGISTRY as REGISTRY
+from specguard.contracts._core._registry import Boundary as Boundary
+from specguard.contracts._core._registry import Rule as Rule
+from specguard.contracts._core._registry import rule as rule
+from specguard.contracts._core._registry import structural_rule as structural_rule
+from specguard.contracts._core._schema import json_schema as json_schema
+from specguard.contracts._core._schema import schema_model as schema_model
+from specguard.contracts._core._stats import STATS as STATS
+from specguard.contracts._core._validate import report as report
+from specguard.contracts._core._validate import validate as validate
+from specguard.contracts._core._values import Values as Values
+from specguard.contracts._core._violation import Finding as Finding
+from specguard.contracts._core._violation import Violation as Violation
 
 #: Every boundary object, in the order a step crosses them.
 BOUNDARY_OBJECTS: tuple[type[BoundaryObject], ...] = (

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-import contracts
+from specguard import contracts
 
 __all__ = ["add_arguments", "run"]
 

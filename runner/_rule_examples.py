@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-import adapters
-import contracts as sg
+from specguard import adapters
+from specguard import contracts as sg
 
 __all__ = [
     "CLEAN",

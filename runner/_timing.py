@@ -3,7 +3,7 @@
 Boundary objects validate themselves when built, so building one is timed as a whole
 (with contracts off nothing is validated, and construction is plain engine work); so is
 work done only for the checks, such as recording a forward for the step tracker. A
-guarded method is timed around ``adapters.guard`` with its own body excluded, which
+guarded method is timed around ``specguard.adapters.guard`` with its own body excluded, which
 leaves exactly the time spent checking its arguments and result.
 """
 
@@ -14,8 +14,9 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
-import contracts
-from adapters import guard
+from specguard.adapters import guard
+
+from specguard import contracts
 
 __all__ = ["CLOCK", "ContractClock", "guarded"]
 
@@ -81,7 +82,7 @@ CLOCK = ContractClock()
 
 
 def guarded(returns: Any = _NO_RETURN_SPEC, /, **params: Any) -> Callable[[F], F]:
-    """``adapters.guard`` with its checking time on :data:`CLOCK`.
+    """``specguard.adapters.guard`` with its checking time on :data:`CLOCK`.
 
     When the guard is disabled (mode off at import) the method is returned untouched.
     """

@@ -3,15 +3,15 @@
 One step: the scheduler plans a batch; the runner runs it and hands back the *previous*
 step's outputs (deferred output); the scheduler delivers them and records what is now in
 flight. Every hand-over is checked where it happens: the runner's guarded entry builds
-the batch's :class:`contracts.ScheduledBatch`, and the runner builds ``ModelInput``,
+the batch's :class:`specguard.contracts.ScheduledBatch`, and the runner builds ``ModelInput``,
 ``VerifyOutput``, ``DrafterInput`` and ``DrafterOutput`` as it hands them on (building
-one validates it). ``contracts.flush_deferred`` reads device verdicts at the end of each
+one validates it). ``specguard.contracts.flush_deferred`` reads device verdicts at the end of each
 step, the point where the previous step's outputs reach the host anyway.
 
 At full depth each forward is also checked against the one before it (where every seq
 resumes, which drafts it carries, whose rows the verifier and drafter return) by an
-``adapters.StepTracker``, when the forward's outputs reach the host: during the next step,
-before the scheduler sees them (see :mod:`runner.step_relations`).
+``specguard.adapters.StepTracker``, when the forward's outputs reach the host: during the next step,
+before the scheduler sees them (see :mod:`specguard.runner.step_relations`).
 
 An engine serves one workload: :meth:`Engine.generate` once per instance.
 """
@@ -23,17 +23,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+from specguard.adapters import StepTracker
+from specguard.runner._timing import CLOCK
+from specguard.runner.config import EngineConfig
+from specguard.runner.model import TinyLM
+from specguard.runner.model_runner import ModelRunner
+from specguard.runner.scheduler import Scheduler
+from specguard.runner.step_output import StepResult
+from specguard.runner.step_relations import check_step
+from specguard.runner.workload import Request
 
-import contracts
-from adapters import StepTracker
-from runner._timing import CLOCK
-from runner.config import EngineConfig
-from runner.model import TinyLM
-from runner.model_runner import ModelRunner
-from runner.scheduler import Scheduler
-from runner.step_output import StepResult
-from runner.step_relations import check_step
-from runner.workload import Request
+from specguard import contracts
 
 __all__ = ["Engine", "EngineStalled", "RunResult", "RunStats"]
 

@@ -14,14 +14,14 @@ from contextlib import contextmanager
 from pathlib import PurePath
 
 import torch
+from specguard.runner.config import EngineConfig, ModelConfig
+from specguard.runner.engine import Engine, RunStats
+from specguard.runner.faults import FAULTS
+from specguard.runner.oracle import first_divergence, greedy_reference
+from specguard.runner.workload import Request, synthetic_requests
 from tqdm import tqdm
 
-import contracts
-from runner.config import EngineConfig, ModelConfig
-from runner.engine import Engine, RunStats
-from runner.faults import FAULTS
-from runner.oracle import first_divergence, greedy_reference
-from runner.workload import Request, synthetic_requests
+from specguard import contracts
 
 __all__ = ["EXIT_CODES", "EXIT_CRASH", "EXIT_DIVERGED", "EXIT_OK", "EXIT_USAGE",
            "EXIT_VIOLATION", "add_arguments", "run"]

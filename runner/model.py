@@ -12,10 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-
-from runner.attention import AttentionGroup, attend
-from runner.config import ModelConfig
-from runner.kv_cache import KVCache
+from specguard.runner.attention import AttentionGroup, attend
+from specguard.runner.config import ModelConfig
+from specguard.runner.kv_cache import KVCache
 
 __all__ = ["DTYPE", "Layer", "TinyLM", "rms_norm"]
 

@@ -20,19 +20,19 @@ from typing import cast
 
 import numpy as np
 import torch
+from specguard.runner import faults
+from specguard.runner._timing import CLOCK, guarded
+from specguard.runner.attention import AttentionGroup, make_group
+from specguard.runner.config import EngineConfig
+from specguard.runner.drafter import Drafter, drafter_input, next_token_ids
+from specguard.runner.kv_cache import slot_matrix
+from specguard.runner.model import TinyLM
+from specguard.runner.scheduler_output import SchedulerOutput, scheduled_batch
+from specguard.runner.step_output import StepResult
+from specguard.runner.step_relations import PendingTrace, recording
+from specguard.runner.verifier import verify_greedy
 
-import contracts
-from runner import faults
-from runner._timing import CLOCK, guarded
-from runner.attention import AttentionGroup, make_group
-from runner.config import EngineConfig
-from runner.drafter import Drafter, drafter_input, next_token_ids
-from runner.kv_cache import slot_matrix
-from runner.model import TinyLM
-from runner.scheduler_output import SchedulerOutput, scheduled_batch
-from runner.step_output import StepResult
-from runner.step_relations import PendingTrace, recording
-from runner.verifier import verify_greedy
+from specguard import contracts
 
 __all__ = ["ModelRunner"]
 

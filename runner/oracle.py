@@ -12,11 +12,10 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-
-from runner.attention import make_group
-from runner.kv_cache import KVCache
-from runner.model import TinyLM
-from runner.workload import Request
+from specguard.runner.attention import make_group
+from specguard.runner.kv_cache import KVCache
+from specguard.runner.model import TinyLM
+from specguard.runner.workload import Request
 
 __all__ = ["Divergence", "first_divergence", "greedy_reference"]
 

@@ -27,15 +27,15 @@ from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
+from specguard.runner import faults
+from specguard.runner.config import EngineConfig
+from specguard.runner.kv_cache import BlockAllocator, blocks_for
+from specguard.runner.scheduler_output import SchedulerOutput
+from specguard.runner.sequence import Seq, Status
+from specguard.runner.step_output import StepResult
+from specguard.runner.workload import Request
 
-import contracts
-from runner import faults
-from runner.config import EngineConfig
-from runner.kv_cache import BlockAllocator, blocks_for
-from runner.scheduler_output import SchedulerOutput
-from runner.sequence import Seq, Status
-from runner.step_output import StepResult
-from runner.workload import Request
+from specguard import contracts
 
 __all__ = ["Scheduler"]
 

@@ -2,7 +2,7 @@
 
 The engine keeps its own plain record (numpy arrays, as ATOM's and vLLM's schedulers
 do). The runner's entry point is guarded with :func:`scheduled_batch`, a view that builds
-the :class:`contracts.ScheduledBatch` from it: the batch is validated once, where it is
+the :class:`specguard.contracts.ScheduledBatch` from it: the batch is validated once, where it is
 received, and not built at all when contracts are off.
 """
 
@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-import contracts
+from specguard import contracts
 
 __all__ = ["SchedulerOutput", "scheduled_batch"]
 

@@ -6,8 +6,7 @@ import enum
 from dataclasses import dataclass, field
 
 import numpy as np
-
-from runner.workload import Request
+from specguard.runner.workload import Request
 
 __all__ = ["Seq", "Status"]
 

@@ -1,6 +1,6 @@
 """Each step checked against the one before it: where seqs resume, which drafts they carry.
 
-``adapters.StepTracker`` relates consecutive steps (rules SG601-SG607). Deferred output
+``specguard.adapters.StepTracker`` relates consecutive steps (rules SG601-SG607). Deferred output
 keeps a step's results on the device until the next step has run, so the engine checks a
 step when its outputs reach the host: the runner records a handful of small tensors next
 to those outputs (each seq's first position, the drafts it verified, the row ids of the
@@ -19,9 +19,9 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from specguard.adapters import StepPlan, StepTracker
 
-import contracts
-from adapters import StepPlan, StepTracker
+from specguard import contracts
 
 __all__ = ["PendingTrace", "StepTrace", "check_step", "recording"]
 

@@ -6,7 +6,7 @@ Three families, each driven by the contract's own metadata rather than by lists 
   all-decode and mixed batches; seqs without drafts at the front, middle and tail;
   ``mtp_k`` 1..8; int32, int64 or both in one object; numpy or torch on the CPU; views with
   strides, slices of bigger buffers, Fortran-ordered and read-only arrays;
-* **mutations** that break exactly one rule of :data:`contracts.REGISTRY` each;
+* **mutations** that break exactly one rule of :data:`specguard.contracts.REGISTRY` each;
 * **hostile values**: the wrong types, dtypes, ranks, backends and devices for a field.
 
 A :class:`Case` keeps canonical values (int64 and bool numpy arrays, Python ints) and how
@@ -28,9 +28,7 @@ import numpy as np
 import torch
 from hypothesis import reject
 from hypothesis import strategies as st
-
-import contracts
-from contracts import (
+from specguard.contracts import (
     DIMENSIONS,
     REGISTRY,
     ArrayField,
@@ -43,6 +41,8 @@ from contracts import (
     VerifyOutput,
     fields_of,
 )
+
+from specguard import contracts
 
 Draw = Callable[[st.SearchStrategy[Any]], Any]
 Rng = np.random.Generator
@@ -938,7 +938,7 @@ MAPPING_MUTATIONS: list[MappingMutation] = [
 
 def contract_rules() -> dict[str, contracts.Rule]:
     """The registry's rules of the boundary objects: structural ones, and value rules that
-    apply to a class of :data:`contracts.BOUNDARY_OBJECTS` (adapters register rules of
+    apply to a class of :data:`specguard.contracts.BOUNDARY_OBJECTS` (adapters register rules of
     their own objects in the same registry)."""
     names = {cls.__name__ for cls in contracts.BOUNDARY_OBJECTS}
     return {code: rule for code, rule in REGISTRY.items()
@@ -1174,9 +1174,9 @@ PRESSURES = ("none", "chunked", "tight")
 @st.composite
 def engine_workloads(draw: Draw, pressure: str = "none") -> Workload:
     """Small random workloads for the reference engine, feasible by construction."""
-    from runner.config import EngineConfig, ModelConfig
-    from runner.kv_cache import blocks_for
-    from runner.workload import Request
+    from specguard.runner.config import EngineConfig, ModelConfig
+    from specguard.runner.kv_cache import blocks_for
+    from specguard.runner.workload import Request
 
     rng = _rng(draw)
     mtp_k = draw(st.integers(1, 5))

@@ -5,8 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-
-from contracts._core._arrays import array_kind, host_value
+from specguard.contracts._core._arrays import array_kind, host_value
 
 __all__ = [
     "arange_like",

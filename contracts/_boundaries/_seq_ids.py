@@ -5,12 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-
-from contracts._boundaries._ops import host_value, number_text
-from contracts._core._arrays import array_kind, is_host
-from contracts._core._registry import Boundary, rule
-from contracts._core._values import Values
-from contracts._core._violation import Finding
+from specguard.contracts._boundaries._ops import host_value, number_text
+from specguard.contracts._core._arrays import array_kind, is_host
+from specguard.contracts._core._registry import Boundary, rule
+from specguard.contracts._core._values import Values
+from specguard.contracts._core._violation import Finding
 
 __all__: list[str] = []
 

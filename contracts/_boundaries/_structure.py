@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from contracts._core._registry import Boundary, structural_rule
+from specguard.contracts._core._registry import Boundary, structural_rule
 
 __all__: list[str] = []
 

@@ -7,14 +7,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
-
-from contracts._boundaries._types import Array, Index
-from contracts._core._arrays import describe
-from contracts._core._contract import BoundaryObject, boundary_object
-from contracts._core._dims import DIMENSIONS
-from contracts._core._registry import Boundary, structural_rule
-from contracts._core._validate import report
-from contracts._core._violation import Finding
+from specguard.contracts._boundaries._types import Array, Index
+from specguard.contracts._core._arrays import describe
+from specguard.contracts._core._contract import BoundaryObject, boundary_object
+from specguard.contracts._core._dims import DIMENSIONS
+from specguard.contracts._core._registry import Boundary, structural_rule
+from specguard.contracts._core._validate import report
+from specguard.contracts._core._violation import Finding
 
 __all__ = ["DraftTokens"]
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from contracts._boundaries._types import Array, Index
-from contracts._core._contract import BoundaryObject, boundary_object
-from contracts._core._registry import Boundary
+from specguard.contracts._boundaries._types import Array, Index
+from specguard.contracts._core._contract import BoundaryObject, boundary_object
+from specguard.contracts._core._registry import Boundary
 
 __all__ = ["DrafterOutput"]
 

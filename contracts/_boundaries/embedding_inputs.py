@@ -5,14 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-
-from contracts._boundaries._ops import host_value, number_text, value_text
-from contracts._boundaries._types import Array, Index
-from contracts._core._arrays import array_kind, is_host
-from contracts._core._contract import BoundaryObject, boundary_object
-from contracts._core._registry import Boundary, rule
-from contracts._core._values import Values
-from contracts._core._violation import Finding
+from specguard.contracts._boundaries._ops import host_value, number_text, value_text
+from specguard.contracts._boundaries._types import Array, Index
+from specguard.contracts._core._arrays import array_kind, is_host
+from specguard.contracts._core._contract import BoundaryObject, boundary_object
+from specguard.contracts._core._registry import Boundary, rule
+from specguard.contracts._core._values import Values
+from specguard.contracts._core._violation import Finding
 
 __all__ = ["DrafterInput", "ModelInput"]
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-
-from contracts._boundaries._ops import (
+from specguard.contracts._boundaries._ops import (
     ceil_div,
     clip_columns,
     host_value,
@@ -15,12 +14,12 @@ from contracts._boundaries._ops import (
     value_text,
     within_columns,
 )
-from contracts._boundaries._types import Array, Bool, Index
-from contracts._core._arrays import array_kind, dtype_name, is_host
-from contracts._core._contract import BoundaryObject, boundary_object
-from contracts._core._registry import Boundary, rule
-from contracts._core._values import Values
-from contracts._core._violation import Finding
+from specguard.contracts._boundaries._types import Array, Bool, Index
+from specguard.contracts._core._arrays import array_kind, dtype_name, is_host
+from specguard.contracts._core._contract import BoundaryObject, boundary_object
+from specguard.contracts._core._registry import Boundary, rule
+from specguard.contracts._core._values import Values
+from specguard.contracts._core._violation import Finding
 
 __all__ = ["ScheduledBatch"]
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from contracts._boundaries._ops import arange_like, host_value, row_col, value_text
-from contracts._boundaries._types import Array, Index
-from contracts._core._contract import BoundaryObject, boundary_object
-from contracts._core._registry import Boundary, rule
-from contracts._core._values import Values
-from contracts._core._violation import Finding
+from specguard.contracts._boundaries._ops import arange_like, host_value, row_col, value_text
+from specguard.contracts._boundaries._types import Array, Index
+from specguard.contracts._core._contract import BoundaryObject, boundary_object
+from specguard.contracts._core._registry import Boundary, rule
+from specguard.contracts._core._values import Values
+from specguard.contracts._core._violation import Finding
 
 __all__ = ["PLACEHOLDER", "VerifyOutput"]
 

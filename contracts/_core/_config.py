@@ -18,7 +18,7 @@ import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 
-from contracts._core._errors import ConfigError
+from specguard.contracts._core._errors import ConfigError
 
 __all__ = [
     "Collect",

@@ -11,13 +11,12 @@ import dataclasses
 from collections.abc import Callable
 from typing import TypeVar
 
+from specguard.contracts._core._arrays import host_value
+from specguard.contracts._core._fields import compile_fields
+from specguard.contracts._core._metadata import compile_fast_check
+from specguard.contracts._core._registry import Boundary
+from specguard.contracts._core._validate import Plan, validate
 from typing_extensions import dataclass_transform
-
-from contracts._core._arrays import host_value
-from contracts._core._fields import compile_fields
-from contracts._core._metadata import compile_fast_check
-from contracts._core._registry import Boundary
-from contracts._core._validate import Plan, validate
 
 __all__ = ["BoundaryObject", "boundary_object"]
 

@@ -18,12 +18,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from contracts._core._config import Mode, current
-from contracts._core._errors import DeferredViolation
-from contracts._core._listeners import notify
-from contracts._core._registry import REGISTRY
-from contracts._core._stats import STATS
-from contracts._core._violation import Finding, Violation
+from specguard.contracts._core._config import Mode, current
+from specguard.contracts._core._errors import DeferredViolation
+from specguard.contracts._core._listeners import notify
+from specguard.contracts._core._registry import REGISTRY
+from specguard.contracts._core._stats import STATS
+from specguard.contracts._core._violation import Finding, Violation
 
 __all__ = ["PendingVerdict", "flush_deferred", "pending_count", "submit"]
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from contracts._core._violation import Violation
+from specguard.contracts._core._violation import Violation
 
 __all__ = ["ConfigError", "ContractViolation", "DeferredViolation", "SnapshotError"]
 
@@ -61,4 +61,4 @@ def format_report(subject: str, violations: Sequence[Violation]) -> str:
 
 
 for _cls in (ContractViolation, DeferredViolation, SnapshotError, ConfigError):
-    _cls.__module__ = "contracts"
+    _cls.__module__ = "specguard.contracts"

@@ -12,7 +12,7 @@ import typing
 from dataclasses import dataclass
 from typing import Any
 
-from contracts._core._dims import DIMENSIONS
+from specguard.contracts._core._dims import DIMENSIONS
 
 __all__ = ["ArrayField", "AxisSpec", "FieldSpec", "ScalarField", "compile_fields"]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator, Sequence
 
-from contracts._core._violation import Violation
+from specguard.contracts._core._violation import Violation
 
 __all__ = ["Listener", "listening", "notify"]
 

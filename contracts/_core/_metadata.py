@@ -14,11 +14,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-
-from contracts._core._arrays import array_kind, describe, dtype_name, torch_module
-from contracts._core._dims import dimension
-from contracts._core._fields import ArrayField, AxisSpec, FieldSpec, ScalarField
-from contracts._core._violation import Finding
+from specguard.contracts._core._arrays import array_kind, describe, dtype_name, torch_module
+from specguard.contracts._core._dims import dimension
+from specguard.contracts._core._fields import ArrayField, AxisSpec, FieldSpec, ScalarField
+from specguard.contracts._core._violation import Finding
 
 __all__ = ["MetadataFinding", "compile_fast_check", "metadata_findings"]
 

@@ -12,11 +12,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from contracts._core._config import Depth
-from contracts._core._violation import Finding
+from specguard.contracts._core._config import Depth
+from specguard.contracts._core._violation import Finding
 
 if TYPE_CHECKING:
-    from contracts._core._values import Values
+    from specguard.contracts._core._values import Values
 
 __all__ = ["REGISTRY", "Boundary", "Check", "Rule", "rule", "rules_for", "structural_rule"]
 

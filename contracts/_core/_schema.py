@@ -10,8 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import pydantic
-
-from contracts._core._fields import ArrayField, FieldSpec, ScalarField
+from specguard.contracts._core._fields import ArrayField, FieldSpec, ScalarField
 
 __all__ = ["json_schema", "schema_model"]
 
@@ -45,7 +44,7 @@ def _model_field(spec: FieldSpec, doc: str | None) -> tuple[Any, Any]:
 def schema_model(cls: type) -> type[pydantic.BaseModel]:
     """A pydantic model with the same fields as a boundary object (arrays as lists)."""
     if cls not in _MODELS:
-        from contracts._core._docs import field_docs
+        from specguard.contracts._core._docs import field_docs
 
         docs = field_docs(cls)
         fields = {s.name: _model_field(s, docs.get(s.name)) for s in cls.__sg_plan__.fields}  # type: ignore[attr-defined]

@@ -14,15 +14,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from contracts._core._config import Collect, Config, Depth, Mode, current
-from contracts._core._errors import ContractViolation
-from contracts._core._fields import ArrayField, FieldSpec
-from contracts._core._listeners import notify
-from contracts._core._metadata import metadata_findings
-from contracts._core._registry import REGISTRY, Rule, rules_for
-from contracts._core._stats import STATS
-from contracts._core._values import Values, host_twin
-from contracts._core._violation import Finding, Violation
+from specguard.contracts._core._config import Collect, Config, Depth, Mode, current
+from specguard.contracts._core._errors import ContractViolation
+from specguard.contracts._core._fields import ArrayField, FieldSpec
+from specguard.contracts._core._listeners import notify
+from specguard.contracts._core._metadata import metadata_findings
+from specguard.contracts._core._registry import REGISTRY, Rule, rules_for
+from specguard.contracts._core._stats import STATS
+from specguard.contracts._core._values import Values, host_twin
+from specguard.contracts._core._violation import Finding, Violation
 
 __all__ = ["Plan", "report", "validate"]
 

@@ -13,11 +13,10 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-
-from contracts._core._arrays import array_kind
-from contracts._core._config import Config, DeviceValues
-from contracts._core._deferred import PendingVerdict, submit
-from contracts._core._violation import Finding
+from specguard.contracts._core._arrays import array_kind
+from specguard.contracts._core._config import Config, DeviceValues
+from specguard.contracts._core._deferred import PendingVerdict, submit
+from specguard.contracts._core._violation import Finding
 
 __all__ = ["HOST_DEVICE_TYPES", "Explain", "Values", "host_twin"]
 

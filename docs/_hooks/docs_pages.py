@@ -1,6 +1,6 @@
 """Markdown generated from the contracts themselves, when the site is built.
 
-Every table here is read from live code (``contracts.BOUNDARY_OBJECTS``, ``REGISTRY``,
+Every table here is read from live code (``specguard.contracts.BOUNDARY_OBJECTS``, ``REGISTRY``,
 ``DIMENSIONS``, ``fields_of``, ``field_docs``, ``json_schema``) and every example message
 is produced by running the rule on a broken object, so the site cannot drift from what
 the code checks and prints. Two entry points:
@@ -28,13 +28,13 @@ from pathlib import Path
 
 import torch
 
-import contracts as sg
-
 # The examples drive the engine adapters, and importing them registers the adapters' rules.
-from runner import _rule_examples as examples
-from runner.cli import main as specguard
-from runner.faults import FAULTS
-from runner.main_job import EXIT_CODES
+from specguard.runner import _rule_examples as examples
+from specguard.runner.faults import FAULTS
+from specguard.runner.main_job import EXIT_CODES
+
+from specguard import contracts as sg
+from specguard.cli import main as specguard
 
 __all__ = [
     "MARKERS",
@@ -262,7 +262,7 @@ def _schema_section(cls: type[sg.BoundaryObject]) -> str:
     block = _indent(f"```json\n{schema}\n```")
     return (f"## JSON Schema\n\nThe same fields for other languages and tools: arrays as "
             "nested lists, with `x-dtype` and `x-shape` (named dimensions) per field, "
-            f"from `contracts.json_schema({cls.__name__})`.\n\n"
+            f"from `specguard.contracts.json_schema({cls.__name__})`.\n\n"
             f'??? example "JSON Schema of {cls.__name__}"\n\n{block}\n')
 
 
@@ -272,8 +272,8 @@ def object_page(cls: type[sg.BoundaryObject]) -> str:
     lead, rest = _docstring(cls)
     facts = _table(("Crosses", "Import", "API"), [(
         boundary_of(cls),
-        f"`from contracts import {cls.__name__}`",
-        f"[`contracts.{cls.__name__}`][contracts.{cls.__name__}]",
+        f"`from specguard.contracts import {cls.__name__}`",
+        f"[`contracts.{cls.__name__}`][specguard.contracts.{cls.__name__}]",
     )])
     parts = [
         f"# {cls.__name__}\n",
@@ -311,7 +311,7 @@ def _checked_on(rule: sg.Rule, page: str) -> str:
 def is_adapter_rule(rule: sg.Rule) -> bool:
     """Whether an engine adapter (not the contracts) declared the rule."""
     module = getattr(rule.check, "__module__", "") or ""
-    return module.split(".")[0] == "adapters"
+    return module.startswith("specguard.adapters.")
 
 
 def example_block(code: str) -> str:
@@ -334,7 +334,7 @@ def story_block(name: str) -> str:
 @contextlib.contextmanager
 def _snapshots_into(folder: str) -> Iterator[None]:
     """Adapters write snapshots into ``folder`` for the block; their log lines are muted."""
-    from adapters import snapshots
+    from specguard.adapters import snapshots
 
     previous = os.environ.get(snapshots.ENV_DIR)
     os.environ[snapshots.ENV_DIR] = folder
@@ -353,7 +353,7 @@ def _snapshots_into(folder: str) -> Iterator[None]:
 
 def snapshot_session(story: str = "atom-adapter") -> str:
     """An adapter's violation written to a snapshot, then ``specguard check`` on the file."""
-    from adapters import snapshots
+    from specguard.adapters import snapshots
 
     with tempfile.TemporaryDirectory() as folder:
         with _snapshots_into(folder):
@@ -428,7 +428,7 @@ _ADAPTER_RULES = (
 
 
 def fault_table(page: str) -> str:
-    """The fault catalogue of the reference engine, one row per ``runner.faults.FAULTS``."""
+    """The reference engine's fault catalogue, a row per ``specguard.runner.faults.FAULTS``."""
     rows = []
     for fault in FAULTS.values():
         rules = " or ".join(_rule_link(page, code) for code in fault.rules)
@@ -439,7 +439,7 @@ def fault_table(page: str) -> str:
 
 
 def exit_codes_table(page: str) -> str:
-    """The exit statuses of ``specguard run``, from ``runner.main_job.EXIT_CODES``."""
+    """The exit statuses of ``specguard run``, from ``specguard.runner.main_job.EXIT_CODES``."""
     return _table(("Status", "Meaning"),
                   [(f"`{code}`", text) for code, text in EXIT_CODES.items()]) + "\n"
 

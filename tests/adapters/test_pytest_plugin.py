@@ -8,8 +8,7 @@ pytest_plugins = ["pytester"]
 
 BROKEN = """
 import numpy as np
-import contracts
-
+from specguard import contracts
 def broken():
     # draft rows two wide for mtp_k=1: SG102, a metadata rule
     return contracts.DrafterOutput(mtp_k=1, vocab_size=10, seq_ids=np.array([0]),
@@ -27,8 +26,7 @@ def tests_dir(pytester: pytest.Pytester) -> pytest.Pytester:
 def test_strict_option_makes_every_check_strict_and_collect_all(tests_dir):
     """``--specguard=strict`` is in force inside the test, with collect=all."""
     tests_dir.makepyfile(test_inner="""
-        import contracts
-
+        from specguard import contracts
         def test_config():
             config = contracts.current_config()
             assert (config.mode.value, config.collect.value) == ("strict", "all")
@@ -41,8 +39,8 @@ def test_strict_option_makes_every_check_strict_and_collect_all(tests_dir):
 def test_setting_holds_while_tests_are_collected(tests_dir):
     """Guards decorated at import (during collection) see the run's setting."""
     tests_dir.makepyfile(test_inner="""
-        import contracts
-        from adapters import guard
+        from specguard import contracts
+        from specguard.adapters import guard
 
         AT_IMPORT = contracts.current_config()
 
@@ -61,8 +59,7 @@ def test_depth_option_and_ini_settings(tests_dir):
     """The ini's ``specguard`` and ``--specguard-depth`` set warn mode at full depth."""
     tests_dir.makeini("[pytest]\nspecguard = warn\n")
     tests_dir.makepyfile(test_inner="""
-        import contracts
-
+        from specguard import contracts
         def test_config():
             config = contracts.current_config()
             assert (config.mode.value, config.depth.value) == ("warn", "full")
@@ -73,13 +70,11 @@ def test_depth_option_and_ini_settings(tests_dir):
 def test_settings_are_restored_after_each_test(tests_dir):
     """Outside a test the run's setting is not left behind."""
     tests_dir.makepyfile(test_inner="""
-        import contracts
-
+        from specguard import contracts
         def test_config():
             assert contracts.current_config().mode.value == "warn"
     """)
-    import contracts
-
+    from specguard import contracts
     before = contracts.current_config()
     tests_dir.runpytest("--specguard=warn").assert_outcomes(passed=1)
     assert contracts.current_config() == before
@@ -89,7 +84,7 @@ def test_fixture_sees_warn_and_caught_strict_violations(tests_dir):
     """``specguard_violations`` lists violations that were only logged or were caught."""
     tests_dir.makepyfile(test_inner="""
         import pytest
-        import contracts
+        from specguard import contracts
         from broken_object import broken
 
         def test_warned(specguard_violations):
@@ -112,7 +107,7 @@ def test_marker_turns_the_checks_off(tests_dir):
     """``@pytest.mark.specguard_off`` runs the test with mode off, even under --specguard."""
     tests_dir.makepyfile(test_inner="""
         import pytest
-        import contracts
+        from specguard import contracts
         from broken_object import broken
 
         @pytest.mark.specguard_off
@@ -131,7 +126,7 @@ def test_marker_turns_the_checks_off(tests_dir):
 def test_failing_test_report_lists_the_violations(tests_dir):
     """A failed test's report carries a specguard section with each violation's line."""
     tests_dir.makepyfile(test_inner="""
-        import contracts
+        from specguard import contracts
         from broken_object import broken
 
         def test_fails():
@@ -156,12 +151,10 @@ def test_bad_ini_value_is_a_usage_error(tests_dir):
 
 def test_without_options_nothing_changes(tests_dir):
     """With no option and no ini the environment's setting stays in force."""
-    import contracts
-
+    from specguard import contracts
     expected = contracts.current_config().mode.value
     tests_dir.makepyfile(test_inner=f"""
-        import contracts
-
+        from specguard import contracts
         def test_config():
             assert contracts.current_config().mode.value == {expected!r}
     """)

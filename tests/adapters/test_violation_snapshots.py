@@ -9,10 +9,10 @@ import re
 import numpy as np
 import pytest
 from atom_engine import BLOCK_SIZE, VOCAB, decode_batch, sequence
+from specguard.adapters import AtomView, StepTracker, snapshots
 
-import contracts
-from adapters import AtomView, StepTracker, snapshots
-from runner.cli import main as specguard
+from specguard import contracts
+from specguard.cli import main as specguard
 
 K = 3
 
@@ -72,7 +72,7 @@ def test_transition_snapshot_keeps_the_previous_state(snapshot_dir, capsys):
 
 def test_guard_revalidating_a_mutated_argument_writes_a_snapshot(snapshot_dir):
     """A runner guard that re-validates a mutated batch snapshots the object it was given."""
-    from adapters import guard_runner
+    from specguard.adapters import guard_runner
 
     class Runner:
         def forward(self, batch):
@@ -186,7 +186,7 @@ def test_hostile_files_are_snapshot_errors(tmp_path, case, capsys):
 
 def test_oversized_file_is_refused_before_parsing(tmp_path, monkeypatch):
     """A file over the size limit is refused without being parsed."""
-    from adapters import _snapshot_format
+    from specguard.adapters import _snapshot_format
 
     monkeypatch.setattr(_snapshot_format, "MAX_FILE_BYTES", 100)
     path = tmp_path / "big.json"

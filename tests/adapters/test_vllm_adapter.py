@@ -7,6 +7,7 @@ import re
 import numpy as np
 import pytest
 import torch
+from specguard.adapters import StepTracker, VllmView
 from vllm_engine import (
     VOCAB,
     attention_metadata,
@@ -15,8 +16,7 @@ from vllm_engine import (
     scheduler_output,
 )
 
-import contracts
-from adapters import StepTracker, VllmView
+from specguard import contracts
 
 K = 3
 

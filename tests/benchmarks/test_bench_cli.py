@@ -8,9 +8,9 @@ import json
 from typing import Any
 
 import pytest
+from specguard.benchmarks.report import format_report
 
-from benchmarks.report import format_report
-from runner.cli import main
+from specguard.cli import main
 
 ROW_KEYS = {"backend", "batch", "floor_us", "full_us", "metadata_us", "construct_us",
             "naive_us", "full_vs_floor", "naive_vs_construct", "peak_bytes",

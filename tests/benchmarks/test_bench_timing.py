@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 
-from benchmarks.timing import Case, Timings, calibrate, interleave
+from specguard.benchmarks.timing import Case, Timings, calibrate, interleave
 
 
 def test_ratio_is_the_median_of_per_repeat_ratios():

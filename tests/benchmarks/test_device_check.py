@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+from specguard.benchmarks import device_check
+from specguard.runner._rule_examples import STORIES
 
-import contracts
-from benchmarks import device_check
-from runner._rule_examples import STORIES
+from specguard import contracts
 
 
 def test_every_boundary_class_is_rebuilt_as_tensors_that_validate() -> None:

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-import contracts
+from specguard import contracts
 
 BACKENDS = ("numpy", "torch")
 ID_DTYPES = ("int32", "int64")

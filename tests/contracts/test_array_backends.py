@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from contract_builders import BACKENDS, CLEAN, ID_DTYPES, build, convert, kwargs
 
-import contracts
+from specguard import contracts
 
 torch = pytest.importorskip("torch")
 

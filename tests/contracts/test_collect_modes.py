@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from contract_builders import build
 
-import contracts
+from specguard import contracts
 
 # Three independent value problems: a negative seq id, a sentinel token, a negative slot.
 _BROKEN = {

@@ -8,7 +8,7 @@ import re
 import numpy as np
 import pytest
 
-import contracts
+from specguard import contracts
 
 DT = contracts.DraftTokens
 _IDS = [40, 42, 44]

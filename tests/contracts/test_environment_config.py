@@ -17,10 +17,10 @@ def _run(code: str, **env: str) -> subprocess.CompletedProcess[str]:
 
 def test_bogus_mode_fails_at_import_listing_allowed_values():
     """SPECGUARD_MODE=bogus stops the import with a ConfigError naming the allowed values."""
-    done = _run("import contracts", SPECGUARD_MODE="bogus")
+    done = _run("from specguard import contracts", SPECGUARD_MODE="bogus")
     assert done.returncode != 0
-    assert ("contracts.ConfigError: SPECGUARD_MODE must be one of 'off', 'warn', 'strict'; "
-            "got 'bogus'") in done.stderr
+    assert ("specguard.contracts.ConfigError: SPECGUARD_MODE must be one of "
+            "'off', 'warn', 'strict'; got 'bogus'") in done.stderr
 
 
 @pytest.mark.parametrize(("variable", "value", "attribute"), [
@@ -31,7 +31,8 @@ def test_bogus_mode_fails_at_import_listing_allowed_values():
 ])
 def test_environment_variable_is_honored(variable, value, attribute):
     """Each variable sets its setting for the whole process."""
-    done = _run(f"import contracts; print(contracts.current_config().{attribute}.value)",
+    done = _run("from specguard import contracts; "
+                f"print(contracts.current_config().{attribute}.value)",
                 **{variable: value})
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == value

@@ -1,4 +1,4 @@
-"""``adapters.guard``: named arguments and return values validated at a method's edge."""
+"""``specguard.adapters.guard``: named arguments and return values validated at a method's edge."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import re
 import numpy as np
 import pytest
 from contract_builders import build, kwargs
+from specguard.adapters import guard
 
-import contracts
-from adapters import guard
+from specguard import contracts
 
 SB, VO = contracts.ScheduledBatch, contracts.VerifyOutput
 

@@ -7,7 +7,7 @@ import json
 import pytest
 from contract_builders import build
 
-import contracts
+from specguard import contracts
 
 _OBJECTS = pytest.mark.parametrize("cls", contracts.BOUNDARY_OBJECTS, ids=lambda c: c.__name__)
 

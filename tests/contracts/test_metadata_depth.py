@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from contract_builders import CLEAN, kwargs
 
-import contracts
+from specguard import contracts
 
 torch = pytest.importorskip("torch")
 

@@ -6,8 +6,7 @@ import types
 
 import pytest
 
-import adapters
-import contracts
+from specguard import adapters, contracts
 
 CONTRACTS_API = (
     "BOUNDARY_OBJECTS", "DIMENSIONS", "PLACEHOLDER", "REGISTRY", "STATS", "Array", "ArrayField",
@@ -55,7 +54,7 @@ def test_adapters_exports_guard():
 
 
 def test_exceptions_present_themselves_as_public():
-    """Tracebacks show contracts.ContractViolation, not the private module path."""
+    """Tracebacks show specguard.contracts.ContractViolation, not the private module."""
     for error in (contracts.ContractViolation, contracts.DeferredViolation,
                   contracts.SnapshotError, contracts.ConfigError):
-        assert error.__module__ == "contracts"
+        assert error.__module__ == "specguard.contracts"

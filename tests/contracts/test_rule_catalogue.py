@@ -13,15 +13,16 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 from contract_builders import CLEAN, build, convert
+from specguard.contracts import Array, Index, boundary_object
 
-import contracts
-from contracts import Array, Index, boundary_object
+from specguard import contracts
 
 SB, DT, MI = contracts.ScheduledBatch, contracts.DraftTokens, contracts.ModelInput
 DI, VO, DO = contracts.DrafterInput, contracts.VerifyOutput, contracts.DrafterOutput
 #: The contracts' own rules; engine adapters register theirs (SG6xx) when imported.
 OWN_RULES = {code: rule for code, rule in contracts.REGISTRY.items()
-             if getattr(rule.check, "__module__", "contracts").startswith("contracts")}
+             if getattr(rule.check, "__module__", "specguard.contracts")
+             .startswith("specguard.contracts")}
 
 
 @boundary_object(contracts.Boundary.ANY)

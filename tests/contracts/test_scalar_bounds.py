@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import contracts as sg
+from specguard import contracts as sg
 
 
 def _drafter_output(mtp_k: int) -> sg.DrafterOutput:

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from contract_builders import BACKENDS, ID_DTYPES, build, decode_batch
 
-import contracts
+from specguard import contracts
 
 N, K, VOCAB = 128, 3, 1000
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from contract_builders import BACKENDS, ID_DTYPES, convert
 
-import contracts
+from specguard import contracts
 
 torch = pytest.importorskip("torch")
 

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import importlib
 import re
 from pathlib import Path
 
 import pytest
 
-import contracts
+from specguard import contracts
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 
@@ -117,11 +118,11 @@ def test_unknown_marker_fails_the_build(pages):
 @pytest.mark.parametrize("module", ["contracts", "adapters"])
 def test_api_reference_covers_the_public_api(module):
     """Every name a package exports has its entry on the API reference page."""
-    imported = __import__(module)
+    imported = importlib.import_module(f"specguard.{module}")
     text = (DOCS / "reference" / f"{module}.md").read_text(encoding="utf-8")
-    if f"::: {module}\n" in text:
+    if f"::: specguard.{module}\n" in text:
         return  # the whole package is rendered, __all__ included
-    missing = [n for n in imported.__all__ if f"::: {module}.{n}\n" not in text]
+    missing = [n for n in imported.__all__ if f"::: specguard.{module}.{n}\n" not in text]
     assert not missing
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 
 import pytest
+from specguard.runner import _rule_examples as examples
 
-import contracts
-from runner import _rule_examples as examples
+from specguard import contracts
 
 CODES = sorted(contracts.REGISTRY)
 EXAMPLE_CODES = sorted(examples.EXAMPLES)

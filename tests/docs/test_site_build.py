@@ -9,9 +9,10 @@ import re
 from pathlib import Path
 
 import pytest
+from specguard.runner import _cmd_docs
+from specguard.runner import _rule_examples as examples
 
-from runner import _cmd_docs, cli
-from runner import _rule_examples as examples
+from specguard import cli
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"

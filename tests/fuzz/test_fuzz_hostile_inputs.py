@@ -23,7 +23,7 @@ from strategies import (
     valid_cases,
 )
 
-import contracts
+from specguard import contracts
 
 CLASSES = contracts.BOUNDARY_OBJECTS
 # Each example tries every hostile value of every field: fewer examples go as deep.

@@ -21,7 +21,7 @@ from strategies import (
     unreachable_dimension_rules,
 )
 
-import contracts
+from specguard import contracts
 
 
 def _codes(build: Any, collect: str) -> tuple[str, ...]:

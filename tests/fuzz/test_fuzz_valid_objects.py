@@ -10,10 +10,10 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 from input_snapshots import same, snapshot
+from specguard.contracts._core._metadata import metadata_findings
 from strategies import Case, mapping_cases, valid_cases
 
-import contracts
-from contracts._core._metadata import metadata_findings
+from specguard import contracts
 
 CLASSES = contracts.BOUNDARY_OBJECTS
 

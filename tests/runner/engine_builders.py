@@ -10,12 +10,11 @@ import dataclasses
 from collections.abc import Sequence
 
 import numpy as np
-
-from runner.config import EngineConfig
-from runner.engine import Engine, RunResult
-from runner.model import TinyLM
-from runner.oracle import Divergence, first_divergence, greedy_reference
-from runner.workload import Request
+from specguard.runner.config import EngineConfig
+from specguard.runner.engine import Engine, RunResult
+from specguard.runner.model import TinyLM
+from specguard.runner.oracle import Divergence, first_divergence, greedy_reference
+from specguard.runner.workload import Request
 
 SMALL = EngineConfig(mtp_k=3, block_size=16, num_blocks=64, max_num_seqs=8,
                      max_num_batched_tokens=64)

@@ -15,16 +15,16 @@ import numpy as np
 import pytest
 import torch
 from engine_builders import MODEL, chunk_boundary, config, memory_pressure, requests_of
+from specguard.adapters import StepTracker
+from specguard.runner import engine as engine_module
+from specguard.runner import step_relations
+from specguard.runner.config import ModelConfig
+from specguard.runner.engine import Engine
+from specguard.runner.oracle import first_divergence, greedy_reference
+from specguard.runner.step_relations import PendingTrace, StepTrace, check_step
+from specguard.runner.workload import Request
 
-import contracts
-from adapters import StepTracker
-from runner import engine as engine_module
-from runner import step_relations
-from runner.config import ModelConfig
-from runner.engine import Engine
-from runner.oracle import first_divergence, greedy_reference
-from runner.step_relations import PendingTrace, StepTrace, check_step
-from runner.workload import Request
+from specguard import contracts
 
 
 def _mixed() -> tuple:

@@ -14,13 +14,13 @@ import re
 import numpy as np
 import pytest
 from engine_builders import MODEL, chunk_boundary, divergence, memory_pressure
+from specguard.adapters import StepTracker
+from specguard.runner import engine as engine_module
+from specguard.runner import faults, model_runner
+from specguard.runner.engine import Engine
+from specguard.runner.faults import FAULTS
 
-import contracts
-from adapters import StepTracker
-from runner import engine as engine_module
-from runner import faults, model_runner
-from runner.engine import Engine
-from runner.faults import FAULTS
+from specguard import contracts
 
 #: The hand-made workload that reaches each fault's code path.
 WORKLOADS = {
@@ -233,12 +233,10 @@ def test_unknown_fault_name_is_refused():
 
 def test_faults_are_injected_in_engine_code_not_in_objects():
     """Each fault's sites name scheduler, runner or drafter functions that exist."""
-    import runner.drafter
-    import runner.model_runner
-    import runner.scheduler
+    from specguard.runner import drafter, model_runner, scheduler
 
-    owners = {"Scheduler": runner.scheduler.Scheduler,
-              "ModelRunner": runner.model_runner.ModelRunner, "drafter": runner.drafter}
+    owners = {"Scheduler": scheduler.Scheduler,
+              "ModelRunner": model_runner.ModelRunner, "drafter": drafter}
     for fault in FAULTS.values():
         for site in fault.sites:
             owner, name = site.split(".")

@@ -5,9 +5,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 from engine_builders import MODEL, requests_of
-
-from runner.attention import make_group
-from runner.oracle import Divergence, first_divergence, greedy_reference
+from specguard.runner.attention import make_group
+from specguard.runner.oracle import Divergence, first_divergence, greedy_reference
 
 
 def _tokens(*values):

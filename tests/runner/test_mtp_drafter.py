@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 import torch
+from specguard.runner import faults
+from specguard.runner.config import ModelConfig
+from specguard.runner.drafter import Drafter, drafter_input, next_token_ids
+from specguard.runner.model import TinyLM
 
-import contracts
-from runner import faults
-from runner.config import ModelConfig
-from runner.drafter import Drafter, drafter_input, next_token_ids
-from runner.model import TinyLM
+from specguard import contracts
 
 MODEL = TinyLM(ModelConfig())
 

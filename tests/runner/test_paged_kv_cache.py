@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-
-from runner.kv_cache import BlockAllocator, KVCache, blocks_for, slot_matrix
+from specguard.runner.kv_cache import BlockAllocator, KVCache, blocks_for, slot_matrix
 
 
 @pytest.mark.parametrize(("tokens", "blocks"), [(0, 0), (1, 1), (16, 1), (17, 2), (33, 3)])

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 import torch
+from specguard.runner import main_job
+from specguard.runner.faults import FAULTS
 
-import contracts
-from runner import main_job
-from runner.cli import main
-from runner.faults import FAULTS
+from specguard import contracts
+from specguard.cli import main
 
 SMALL_RUN = ["run", "--requests", "4", "--min-prompt", "8", "--max-prompt", "150",
              "--max-tokens", "12", "--max-batched-tokens", "64", "--num-blocks", "64",

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from runner.workload import synthetic_requests
+from specguard.runner.workload import synthetic_requests
 
 
 def test_same_seed_same_requests():

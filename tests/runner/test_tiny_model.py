@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import pytest
 import torch
-
-from runner.attention import make_group
-from runner.config import ModelConfig
-from runner.model import TinyLM
+from specguard.runner.attention import make_group
+from specguard.runner.config import ModelConfig
+from specguard.runner.model import TinyLM
 
 CONFIG = ModelConfig()
 MODEL = TinyLM(CONFIG)
