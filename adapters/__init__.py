@@ -7,7 +7,8 @@
   duck typing (neither engine is imported);
 * :class:`~specguard.adapters.step_state.StepTracker` checks each step against the previous one;
 * :mod:`specguard.adapters.snapshots` writes a violation to a file that ``specguard check``
-  re-validates; :mod:`specguard.adapters.pytest_plugin` turns every guard on for a test run.
+  re-validates (an unreadable one is a :class:`SnapshotError`);
+  :mod:`specguard.adapters.pytest_plugin` turns every guard on for a test run.
 
 Knows the contracts; knows no runner.
 """
@@ -18,6 +19,7 @@ from specguard.adapters.proxies import guard_runner as guard_runner
 from specguard.adapters.proxies import guard_scheduler as guard_scheduler
 from specguard.adapters.proxies import is_guarded as is_guarded
 from specguard.adapters.proxies import unwrap as unwrap
+from specguard.adapters.snapshots import SnapshotError as SnapshotError
 from specguard.adapters.step_state import StepLinks as StepLinks
 from specguard.adapters.step_state import StepPlan as StepPlan
 from specguard.adapters.step_state import StepState as StepState
@@ -27,6 +29,7 @@ from specguard.adapters.vllm import VllmView as VllmView
 
 __all__ = [
     "AtomView",
+    "SnapshotError",
     "StepLinks",
     "StepPlan",
     "StepState",

@@ -17,6 +17,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
+from specguard.adapters._snapshot_write import capture
 from specguard.contracts import (
     BoundaryObject,
     ContractViolation,
@@ -100,6 +101,4 @@ def _named(violation: Violation, names: Sequence[str]) -> Violation:
 def _snapshot(
     subject: str, fields: Mapping[str, Any], state: Any, error: ContractViolation
 ) -> None:
-    from specguard.adapters.snapshots import capture
-
     capture(subject, fields, error, state=state)

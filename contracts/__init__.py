@@ -42,7 +42,7 @@ from specguard.contracts._core._docs import field_docs as field_docs
 from specguard.contracts._core._errors import ConfigError as ConfigError
 from specguard.contracts._core._errors import ContractViolation as ContractViolation
 from specguard.contracts._core._errors import DeferredViolation as DeferredViolation
-from specguard.contracts._core._errors import SnapshotError as SnapshotError
+from specguard.contracts._core._errors import SpecguardError as SpecguardError
 from specguard.contracts._core._fields import ArrayField as ArrayField
 from specguard.contracts._core._fields import ScalarField as ScalarField
 from specguard.contracts._core._listeners import listening as listening
@@ -105,7 +105,7 @@ __all__ = [
     "Rule",
     "ScalarField",
     "ScheduledBatch",
-    "SnapshotError",
+    "SpecguardError",
     "Values",
     "VerifyOutput",
     "Violation",

@@ -1,13 +1,18 @@
 """The exceptions specguard raises.
 
-One root, so that callers can catch everything specguard says with one clause::
+One root, so that a caller can catch everything specguard says with one clause, and
+siblings under it, so that catching a broken contract never swallows a typo in the
+settings or an unreadable file::
 
-    ContractViolation (ValueError)        a boundary object broke one or more rules
-    ├── DeferredViolation                 a device-side verdict read one step late
-    ├── SnapshotError                     a violation snapshot that cannot be read
-    └── ConfigError                       a bad mode, depth or environment value
+    SpecguardError                        anything specguard raises on purpose
+    ├── ContractViolation (ValueError)    a boundary object broke one or more rules
+    │   └── DeferredViolation             a device-side verdict read one step late
+    ├── ConfigError (ValueError)          a bad mode, depth or environment value
+    └── SnapshotError (ValueError)        a violation snapshot that cannot be read
+                                          (specguard.adapters: snapshots live there)
 
-Every instance carries ``violations``: the structured records behind its message.
+A :class:`ContractViolation` carries ``violations``: the structured records behind its
+message.
 """
 
 from __future__ import annotations
@@ -16,10 +21,14 @@ from collections.abc import Sequence
 
 from specguard.contracts._core._violation import Violation
 
-__all__ = ["ConfigError", "ContractViolation", "DeferredViolation", "SnapshotError"]
+__all__ = ["ConfigError", "ContractViolation", "DeferredViolation", "SpecguardError"]
 
 
-class ContractViolation(ValueError):
+class SpecguardError(Exception):
+    """The root of every exception specguard raises on purpose."""
+
+
+class ContractViolation(SpecguardError, ValueError):
     """A boundary object broke one or more rules; ``violations`` lists each one."""
 
     violations: tuple[Violation, ...]
@@ -43,11 +52,7 @@ class DeferredViolation(ContractViolation):
     """A value check computed on the device failed; raised at the next sync point."""
 
 
-class SnapshotError(ContractViolation):
-    """A snapshot file is truncated, corrupt, of an unknown version or hostile."""
-
-
-class ConfigError(ContractViolation):
+class ConfigError(SpecguardError, ValueError):
     """A mode, depth or environment variable has a value outside its allowed set."""
 
 
@@ -60,5 +65,5 @@ def format_report(subject: str, violations: Sequence[Violation]) -> str:
     return "\n".join(lines)
 
 
-for _cls in (ContractViolation, DeferredViolation, SnapshotError, ConfigError):
+for _cls in (SpecguardError, ContractViolation, DeferredViolation, ConfigError):
     _cls.__module__ = "specguard.contracts"

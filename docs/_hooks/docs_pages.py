@@ -12,7 +12,6 @@ the code checks and prints. Two entry points:
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import functools
 import inspect
@@ -353,8 +352,6 @@ def _snapshots_into(folder: str) -> Iterator[None]:
 
 def snapshot_session(story: str = "atom-adapter") -> str:
     """An adapter's violation written to a snapshot, then ``specguard check`` on the file."""
-    from specguard.adapters import snapshots
-
     with tempfile.TemporaryDirectory() as folder:
         with _snapshots_into(folder):
             examples.violation_of(examples.STORIES[story])
@@ -363,7 +360,7 @@ def snapshot_session(story: str = "atom-adapter") -> str:
             raise LookupError(f"the {story} example wrote no snapshot")
         printed = io.StringIO()
         with contextlib.redirect_stdout(printed):
-            status = snapshots.run(argparse.Namespace(file=str(written[0]), json=False))
+            status = specguard(["check", str(written[0])])
         output = printed.getvalue().replace(str(written[0]), written[0].name)
     return (f"```console\n$ specguard check {written[0].name}\n{output}"
             f"$ echo $?\n{status}\n```\n")

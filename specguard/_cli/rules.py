@@ -5,9 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 
+from specguard import adapters as _adapters  # noqa: F401  (registers the adapters' rules)
 from specguard import contracts
 
-__all__ = ["add_arguments", "run"]
+__all__ = ["HELP", "add_arguments", "run"]
+
+HELP = "print the rule catalogue"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

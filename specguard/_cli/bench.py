@@ -8,7 +8,9 @@ import json
 import sys
 import time
 
-__all__ = ["add_arguments", "run"]
+__all__ = ["HELP", "add_arguments", "run"]
+
+HELP = "measure validation cost against the numpy floor"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
