@@ -13,7 +13,6 @@ Three things happen around the constructor, and nowhere else:
 from __future__ import annotations
 
 import dataclasses
-import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -25,6 +24,7 @@ from specguard.contracts import (
     Violation,
     checking,
     current_config,
+    warn,
 )
 
 __all__ = ["build", "made", "name_violations"]
@@ -32,7 +32,6 @@ __all__ = ["build", "made", "name_violations"]
 B = TypeVar("B", bound=BoundaryObject)
 T = TypeVar("T")
 
-_log = logging.getLogger("specguard")
 
 
 def build(
@@ -74,7 +73,7 @@ def made(
                 _snapshot(*snapshot, named)
             raise named from None
         for violation in named.violations:
-            _log.warning("specguard: %s", violation.format())
+            warn(violation)
     with checking(mode=Mode.OFF):
         return factory()
 

@@ -59,6 +59,7 @@ from specguard.contracts._core._validate import validate as validate
 from specguard.contracts._core._values import Values as Values
 from specguard.contracts._core._violation import Finding as Finding
 from specguard.contracts._core._violation import Violation as Violation
+from specguard.contracts._core._warn import warn as warn
 
 #: Every boundary object, in the order a step crosses them.
 BOUNDARY_OBJECTS: tuple[type[BoundaryObject], ...] = (
@@ -126,4 +127,5 @@ __all__ = [
     "schema_model",
     "structural_rule",
     "validate",
+    "warn",
 ]

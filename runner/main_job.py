@@ -315,13 +315,19 @@ def _print_summary(stats: RunStats, *, finished: bool) -> None:
                                    f"({stats.step_seconds:.2f} s of steps)"))
     rows += [
         ("contract checks", f"{stats.contract_checks} (mode {settings.mode.value}{checked})"),
-        ("violations", f"{stats.violations}"),
+        ("violations", f"{stats.violations}{_unlogged()}"),
     ]
     if finished and settings.mode is not contracts.Mode.OFF:
         rows.append(("contract time", f"{stats.contract_seconds * 1e3:.1f} ms, "
                                       f"{stats.contract_share:.2%} of step time"))
     for label, value in rows:
         print(f"  {label + ':':<17} {value}")
+
+
+def _unlogged() -> str:
+    """Warn mode logs each distinct violation once: say how many repeats were only counted."""
+    repeats = contracts.STATS.repeats_not_logged
+    return f" ({repeats} repeats counted, not logged)" if repeats else ""
 
 
 def _compare(engine: Engine, requests: list[Request], args: argparse.Namespace) -> int:

@@ -21,7 +21,8 @@ from collections.abc import Sequence
 
 from specguard.contracts._core._violation import Violation
 
-__all__ = ["ConfigError", "ContractViolation", "DeferredViolation", "SpecguardError"]
+__all__ = ["ConfigError", "ContractViolation", "DeferredViolation", "SpecguardError",
+           "format_report", "next_steps"]
 
 
 class SpecguardError(Exception):
@@ -57,12 +58,21 @@ class ConfigError(SpecguardError, ValueError):
 
 
 def format_report(subject: str, violations: Sequence[Violation]) -> str:
-    """One header line naming the object, then one line per violation."""
+    """One header line naming the object, one line per violation, then where to look next."""
     count = len(violations)
     noun = "rule" if count == 1 else "rules"
     lines = [f"{subject} broke {count} {noun}:"]
     lines.extend(f"  {v.format()}" for v in violations)
+    if violations:
+        lines.append(next_steps(violations))
     return "\n".join(lines)
+
+
+def next_steps(violations: Sequence[Violation]) -> str:
+    """The last line of a report: how to read up on the rules, how to keep the object."""
+    codes = list(dict.fromkeys(v.code for v in violations))
+    return (f"  next: specguard rules {' '.join(codes)} (docs: rules.md#{codes[0].lower()}); "
+            "set SPECGUARD_SNAPSHOT_DIR to keep the object for specguard check")
 
 
 for _cls in (SpecguardError, ContractViolation, DeferredViolation, ConfigError):

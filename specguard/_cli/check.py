@@ -15,7 +15,7 @@ import sys
 from typing import Any
 
 from specguard.adapters import snapshots
-from specguard.contracts import ContractViolation, Violation
+from specguard.contracts import Violation
 
 __all__ = ["HELP", "add_arguments", "printable", "run"]
 
@@ -56,8 +56,11 @@ def report(path: str, snapshot: snapshots.Snapshot, violations: list[Violation])
         lines.append(f"  recorded: {_safe(Violation(**record.model_dump())).format()}")
     lines.append("re-validated (strict, depth full, collect all):")
     if violations:
-        safe = [_safe(v) for v in violations]
-        lines.append(ContractViolation.from_violations(snapshot.type, safe).args[0])
+        noun = "rule" if len(violations) == 1 else "rules"
+        lines.append(f"{snapshot.type} broke {len(violations)} {noun}:")
+        lines.extend(f"  {_safe(v).format()}" for v in violations)
+        codes = dict.fromkeys(v.code for v in violations)
+        lines.append(f"  next: specguard rules {' '.join(codes)}")
     else:
         lines.append(f"{snapshot.type} is clean: no rule is broken")
     return "\n".join(lines)

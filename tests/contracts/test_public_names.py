@@ -16,7 +16,7 @@ CONTRACTS_API = (
     "ScheduledBatch", "SpecguardError", "Values", "VerifyOutput", "Violation", "boundary_object",
     "checking", "configure", "current_config", "describe", "field_docs", "fields_of",
     "flush_deferred", "json_schema", "listening", "pending_deferred", "report", "restore_config",
-    "rule", "schema_model", "structural_rule", "validate",
+    "rule", "schema_model", "structural_rule", "validate", "warn",
 )
 
 
