@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # the engine needs torch: imported when a run starts, not for
     from specguard.runner.workload import Request
 
 __all__ = ["EXIT_CODES", "EXIT_CRASH", "EXIT_DIVERGED", "EXIT_INTERRUPTED", "EXIT_OK",
-           "EXIT_USAGE", "EXIT_VIOLATION", "add_arguments", "run"]
+           "EXIT_USAGE", "EXIT_VIOLATION", "add_arguments", "at_least", "run"]
 
 EXIT_OK = 0
 EXIT_DIVERGED = 1
@@ -62,30 +62,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = _EPILOG
     workload = parser.add_argument_group("workload")
-    workload.add_argument("--requests", type=_at_least(1), default=64,
+    workload.add_argument("--requests", type=at_least(1), default=64,
                           help="requests (default 64)")
-    workload.add_argument("--min-prompt", type=_at_least(1), default=16,
+    workload.add_argument("--min-prompt", type=at_least(1), default=16,
                           help="shortest prompt (16)")
-    workload.add_argument("--max-prompt", type=_at_least(1), default=2048,
+    workload.add_argument("--max-prompt", type=at_least(1), default=2048,
                           help="longest prompt (2048)")
-    workload.add_argument("--max-tokens", type=_at_least(1), default=128,
+    workload.add_argument("--max-tokens", type=at_least(1), default=128,
                           help="output tokens per request (128)")
-    workload.add_argument("--seed", type=_at_least(0), default=0,
+    workload.add_argument("--seed", type=at_least(0), default=0,
                           help="workload and model seed (0)")
     engine = parser.add_argument_group("engine")
-    engine.add_argument("--mtp-k", type=_at_least(1, MAX_MTP_K), default=3,
+    engine.add_argument("--mtp-k", type=at_least(1, MAX_MTP_K), default=3,
                         help=f"draft tokens per step, 1 to {MAX_MTP_K} (3)")
-    engine.add_argument("--max-num-seqs", type=_at_least(1), default=32,
+    engine.add_argument("--max-num-seqs", type=at_least(1), default=32,
                         help="seqs per step (32)")
-    engine.add_argument("--max-batched-tokens", type=_at_least(1), default=1024,
+    engine.add_argument("--max-batched-tokens", type=at_least(1), default=1024,
                         help="token budget per step; longer prompts are chunked (1024)")
-    engine.add_argument("--num-blocks", type=_at_least(1), default=2048,
+    engine.add_argument("--num-blocks", type=at_least(1), default=2048,
                         help="KV-cache blocks; fewer force more preemption (2048)")
-    engine.add_argument("--block-size", type=_at_least(1), default=16,
+    engine.add_argument("--block-size", type=at_least(1), default=16,
                         help="tokens per block (16)")
     engine.add_argument("--device", type=_device, default="cpu",
                         help="cpu (default), cuda or cuda:N")
-    engine.add_argument("--threads", type=_at_least(1), default=1,
+    engine.add_argument("--threads", type=at_least(1), default=1,
                         help="torch CPU threads (1: the model is too small to share)")
     checks = parser.add_argument_group("contracts")
     checks.add_argument("--contracts", choices=[m.value for m in contracts.Mode],
@@ -98,7 +98,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 
-def _at_least(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
+def at_least(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
     """An argparse type: an integer in ``[minimum, maximum]``, else a usage error."""
     def parse(text: str) -> int:
         try:
