@@ -43,7 +43,8 @@ class ContractClock:
 
         A violation is written to a snapshot first when ``SPECGUARD_SNAPSHOT_DIR`` is set.
         """
-        return self.checking(snapshots.built, cls, **fields)
+        obj: B = self.checking(snapshots.built, cls, **fields)
+        return obj
 
     def checking(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
         """Call ``fn``, work done only for the checks, counting its time (unless off)."""
