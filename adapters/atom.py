@@ -2,7 +2,7 @@
 
 ATOM is not imported: :class:`AtomView` reads its ``ScheduledBatch`` through ATOM's own
 field names and builds a ``specguard.contracts.ScheduledBatch`` from views of its arrays (O(batch)
-work, no per-token loop, the token and draft arrays are not copied)::
+work, no per-token loop, the token and dense draft arrays are not copied)::
 
     view = AtomView(mtp_k=3, vocab_size=129280, block_size=16, tracker=StepTracker())
     scheduler = guard_scheduler(scheduler, view)   # every batch is checked before forward
@@ -13,14 +13,20 @@ work, no per-token loop, the token and draft arrays are not copied)::
 What it recognises, in ATOM's terms:
 
 * ``scheduled_spec_decode_tokens`` dense ``(bs, k)`` (upstream since #1771) or compacted
-  ``(n_with_drafts, k)`` (before it): the compacted form is the ``IndexError: index 127
-  is out of bounds`` bug, reported as SG101 naming the seq without a row;
+  ``(n_with_drafts, k)`` (before it; 1-D and empty when nobody has drafts): the runner
+  reads a row only for a seq that was not in the previous forward, at its batch
+  position. A compacted array whose rows those reads miss or misassign is the
+  ``IndexError: index 127 is out of bounds`` bug, reported as SG101 naming the seq
+  without a row (see :func:`_rows_read`);
 * ``block_tables`` filtered by ``if seq.block_table`` and ``per_req_cache_groups``
   compacted to the seqs with a group: SG105 names the first seq without an entry;
 * decode ``context_lens`` include ATOM's placeholders: the view subtracts the rejected
   count the runner will use (for deferred rows, the previous step's, from the tracker);
-* ATOM's layout assumptions (one phase per batch, ``[deferred | new]``, ``num_spec_step``):
-  :class:`~specguard.adapters._atom_layout.AtomLayout`, rules SG611-SG613.
+* ATOM's layout assumptions (one phase per batch, ``[deferred | new]`` before #1771,
+  ``num_spec_step``): :class:`~specguard.adapters._atom_layout.AtomLayout`, rules
+  SG611-SG613;
+* ``Scheduler.schedule()``'s ``(batch, seqs)`` or ``None``, so ``guard_scheduler`` works
+  as is; :mod:`specguard.adapters.atom_install` wraps a live ``ModelRunner`` instead.
 
 ``block_tables`` reaches the contract as a read-only broadcast of one block id per seq
 (its first block, or -1 when its table is empty or shorter than its context), so SG110
