@@ -38,7 +38,6 @@ __all__ = [
     "StepTracker",
     "VllmStep",
     "VllmView",
-    "atom_install",
     "guard",
     "guard_runner",
     "guard_scheduler",

@@ -115,7 +115,7 @@ class StepTracker:
         tracker = cls(progress=progress, whole_proposals=whole_proposals)
         tracker._previous = state
         tracker._count = state.step + 1
-        tracker._memory.advance(state.seq_ids, state.starts, state.advance)
+        _remember(tracker._memory, state)
         return tracker
 
     @property
@@ -129,8 +129,7 @@ class StepTracker:
             self._previous = self._current.state()
             self._current = None
             if current_config().depth is Depth.FULL:
-                previous = self._previous
-                self._memory.advance(previous.seq_ids, previous.starts, previous.advance)
+                _remember(self._memory, self._previous)
         return self._previous
 
     def reset(self) -> None:
@@ -264,6 +263,14 @@ class StepTracker:
         found = positions >= 0
         step.proposals[positions[found]] = drafts[found]
         step.drafted[positions[found]] = True
+
+
+def _remember(memory: SeqMemory, state: StepState) -> None:
+    """Fold where ``state`` left each of its seqs into the per-seq memory."""
+    arrays = [host_array(a) for a in (state.seq_ids, state.starts, state.advance)]
+    ids, starts, advance = arrays
+    if ids is not None and starts is not None and advance is not None:
+        memory.advance(ids.astype(np.int64), starts.astype(np.int64), advance.astype(np.int64))
 
 
 def _same_rows(ids: np.ndarray, values: np.ndarray) -> bool:
