@@ -4,7 +4,7 @@ Usage, from the repository root, with a checkout of ROCm/ATOM that you fetched y
 
     git clone https://github.com/ROCm/ATOM atom && git -C atom checkout 042e8f1c0
     python tools/record_corpus/atom.py atom   # writes tests/conformance/corpus/atom/042e8f1c0/
-    python tools/record_corpus/atom.py atom --layout pre-1771 --out /tmp/corpus
+    python tools/record_corpus/atom.py atom --layout pre-1771 --out corpus-elsewhere
 
 What runs is ATOM's own ``Scheduler``, ``ScheduledBatch``, ``Sequence`` and
 ``ScheduledBatchOutput``, imported from the checkout on the CPU. Modules that need a GPU,
