@@ -232,3 +232,14 @@ def test_atom_recompute_refeeding_placeholders_is_sg608():
         r"\[RecomputedTokens.token_positions, scheduler → runner\]: seq 1 at batch position "
         r"0: re-feeds token 2 at position 10, where the verifier emitted \d+ \(expected \d+; "
         r"actual 2\) \{num_prefill=1\}", found[3])
+
+
+def test_atom_chunked_recompute_ending_at_the_prompt_is_sg601():
+    """A recompute cut at the prompt's end resumes decoding over unwritten KV: SG601."""
+    for version in ("80b5b02be", "ffdf3bb5d"):
+        (found,) = replay(_corpus(version, "preempt-chunked-recompute"))
+        assert found[3] == (
+            "SG601 a seq resumes where its previous step left off [StepTransition.starts, "
+            "scheduler → runner]: seq 0 at batch position 0: starts at position 18, but its "
+            "previous step (row 0) left it at 6 (expected 6; actual 18) "
+            "{mtp_k=2, num_seqs=1, num_decode=1}")

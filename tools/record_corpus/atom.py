@@ -27,8 +27,10 @@ specguard, decide what each corpus file expects:
 
 * an ``IndexError`` reading a host draft row (the seed of ROCm/ATOM#1444) expects SG101
   naming the first decode seq that had no host drafts;
-* a prefill feeding a token other than the true one at a position the verifier emitted
-  (a recompute re-feeding placeholders) expects SG608 naming that seq;
+* a prefill feeding a token other than the true one (a recompute re-feeding
+  placeholders) expects SG608 naming that seq;
+* a decode span starting past the last position whose KV was written (a recompute that
+  stopped short) expects SG601 naming that seq, and ends the recording;
 * anything else the oracle sees stops the recording with an error.
 
 Events, in order, with ATOM's own field names: ``schedule`` (the batch's fields as the
@@ -215,6 +217,7 @@ class Runner:
         self.host_status: list[tuple[np.ndarray, np.ndarray]] = []
         self.rejected: np.ndarray | None = None
         self.bonus: np.ndarray | None = None
+        self.computed: dict[int, int] = {}            # next position without KV, per seq
 
     def record(self, name: str, **fields: Any) -> None:
         self.events.append(Event(event=name, fields={
@@ -289,6 +292,15 @@ class Runner:
                     len(batch.block_tables[i]) * self.block_size < context[i]:
                 raise RuntimeError(f"step {self.step}: seq {seq} has a block table shorter "
                                    f"than its context {context[i]}")
+        prefill = batch.total_seqs_num_prefill > 0
+        for i, seq in enumerate(ids):
+            known = self.computed.get(seq, 0)
+            # A decode span attends to every earlier position: their KV must have been
+            # written (a prefill may start later: a prefix-cache hit supplies its KV).
+            if not prefill and starts[i] > known:
+                self.findings.append(Finding(self.step, "kv-gap", seq, i,
+                                             f"starts at {starts[i]}, KV written up to {known}"))
+            self.computed[seq] = starts[i] + counts[i] if prefill else starts[i] + 1
         offset = 0
         for i, seq in enumerate(ids):
             span = fed[offset: offset + counts[i]]
@@ -334,6 +346,8 @@ class Runner:
                 sampled[i, : accepted[i] + 1] = [true_token(self.prompts, seq, starts[i] + 1 + j)
                                                  for j in range(accepted[i] + 1)]
             self.record("verified", sampled_tokens=sampled, num_bonus_tokens=accepted)
+            for i, seq in enumerate(ids):
+                self.computed[seq] = starts[i] + 1 + int(accepted[i])
             anchors = sampled[np.arange(n), accepted]
             after = np.asarray(starts) + 1 + accepted
             rejected = (k - accepted).astype(np.int32)
@@ -427,6 +441,13 @@ SCENARIOS: dict[str, Scenario] = {
         "them as real tokens.",
         2, {0: [prompt(8, 6), prompt(9, 6), prompt(10, 5)]}, 7,
         {"num_kvcache_blocks": 4, "max_num_seqs": 2}),
+    "preempt-chunked-recompute": Scenario(
+        "KV blocks run out while one seq decodes alone: it is preempted and recomputed with "
+        "a 6-token budget. The first chunk covers its prompt, so postprocess (comparing with "
+        "num_prompt_tokens) ends the prefill there, and it resumes decoding at its old "
+        "position over KV that was never recomputed.",
+        2, {0: [prompt(8, 6), prompt(9, 6), prompt(10, 5)]}, 14,
+        {"num_kvcache_blocks": 3, "max_num_batched_tokens": 6}),
     "empty-schedule": Scenario(
         "schedule() returns None (nothing to run), then, with prefill vetoed while the only "
         "seq is mid-prefill, a batch with no seqs that the engine never forwards.",
@@ -526,6 +547,7 @@ def record(atom: types.SimpleNamespace, layout: str, scenario: Scenario
                                     for j in range(scenario.mtp_k)]}
             scheduler.block_manager.allocate(seq)
             seq.num_cached_tokens = n
+            runner.computed[seq.id] = n  # the producer wrote the prompt's KV
             seq.status = atom.sequence.SequenceStatus.WAITING_FOR_REMOTE_KVS
             scheduler.add(seq)
             scheduler.finished_recving_kv_req_ids.append(seq.id)
@@ -553,9 +575,14 @@ def record(atom: types.SimpleNamespace, layout: str, scenario: Scenario
                                    position=first))
             break
         for finding in runner.findings[found:]:
-            if finding.kind != "prefill-misfeed":
+            code = {"prefill-misfeed": "SG608", "kv-gap": "SG601"}.get(finding.kind)
+            if code is None:
                 raise RuntimeError(f"{scenario.description!r}: unexpected {finding}")
-            expect.append(Expected(code="SG608", seq_id=finding.seq, position=finding.position))
+            expect.append(Expected(code=code, seq_id=finding.seq, position=finding.position))
+            if code == "SG601":  # what follows a skipped span is garbage: stop there
+                break
+        if any(e.code == "SG601" for e in expect):
+            break
         scheduler.postprocess(list(seqs.values()), output, batch=batch)
     return runner.events, expect
 
