@@ -5,6 +5,8 @@
 * :class:`~specguard.adapters.atom.AtomView` and
   :class:`~specguard.adapters.vllm.VllmView` read ATOM's and vLLM's own objects by
   duck typing (neither engine is imported);
+* :mod:`~specguard.adapters.atom_install` puts them around a live ATOM ``ModelRunner`` in
+  one call (``install_atom(runner)``, ``uninstall_atom(runner)``);
 * :class:`~specguard.adapters.step_state.StepTracker` checks each step against the previous one;
 * :mod:`specguard.adapters.snapshots` writes a violation to a file that ``specguard check``
   re-validates (an unreadable one is a :class:`SnapshotError`);
@@ -13,8 +15,11 @@
 Knows the contracts; knows no runner.
 """
 
+from specguard.adapters import atom_install as atom_install
 from specguard.adapters._guard import guard as guard
 from specguard.adapters.atom import AtomView as AtomView
+from specguard.adapters.atom_install import install as install_atom
+from specguard.adapters.atom_install import uninstall as uninstall_atom
 from specguard.adapters.proxies import guard_runner as guard_runner
 from specguard.adapters.proxies import guard_scheduler as guard_scheduler
 from specguard.adapters.proxies import is_guarded as is_guarded
@@ -39,6 +44,8 @@ __all__ = [
     "guard",
     "guard_runner",
     "guard_scheduler",
+    "install_atom",
     "is_guarded",
+    "uninstall_atom",
     "unwrap",
 ]

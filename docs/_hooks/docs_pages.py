@@ -506,6 +506,18 @@ def _rule_count(page: str) -> str:
     return str(len(sg.REGISTRY))
 
 
+def _conformance(page: str) -> str:
+    """The Conformance page's tables, from the corpus files (docs/_hooks/conformance_page.py)."""
+    import sys
+
+    here = str(Path(__file__).resolve().parent)
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    from conformance_page import conformance_tables
+
+    return conformance_tables(page)
+
+
 MARKERS: dict[str, Callable[..., str]] = {
     "rules": lambda page: rule_catalogue(page),
     "example": lambda page, code: example_block(code),
@@ -518,6 +530,7 @@ MARKERS: dict[str, Callable[..., str]] = {
     "faults": fault_table,
     "exit-codes": exit_codes_table,
     "run-session": run_session,
+    "conformance": _conformance,
 }
 
 
