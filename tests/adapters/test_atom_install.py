@@ -132,7 +132,9 @@ def test_install_refuses_a_runner_whose_signatures_it_does_not_know():
         install_atom(runner)
     with pytest.raises(atom_install.InstallError, match="has no method forward"):
         install_atom(types.SimpleNamespace(postprocess=None))
-    assert issubclass(atom_install.InstallError, contracts.ContractViolation)
+    # A setup mistake, not a broken batch: `except ContractViolation` must not swallow it.
+    assert issubclass(atom_install.InstallError, contracts.ConfigError)
+    assert not issubclass(atom_install.InstallError, contracts.ContractViolation)
 
 
 def test_install_twice_is_refused_and_uninstall_of_nothing_too():
