@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Any, cast
 
 import numpy as np
-from specguard.adapters._host import int_at
 from specguard.contracts import (
     Array,
     Bool,
@@ -22,6 +21,7 @@ from specguard.contracts import (
     boundary_object,
     rule,
 )
+from specguard.contracts.ops import host_value as int_at
 
 __all__ = ["DraftRows", "StepTransition", "VerifyRows"]
 

@@ -15,14 +15,10 @@ from typing import Any
 
 import numpy as np
 from specguard.adapters._build import build, made
-from specguard.adapters._host import is_int
 from specguard.contracts import DraftTokens
+from specguard.contracts.ops import PLACEHOLDER, is_int
 
 __all__ = ["PLACEHOLDER", "draft_tokens", "listed_rows"]
-
-PLACEHOLDER = -1
-"""vLLM's ``PLACEHOLDER_TOKEN_ID``: padding in sampler rows, async draft stand-ins."""
-
 
 def draft_tokens(order: Sequence[str], drafts: Mapping[Any, Any], *, mtp_k: int,
                  vocab_size: int, async_scheduling: bool) -> DraftTokens:

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 from specguard.adapters._atom_layout import AtomLayout
 from specguard.adapters._build import build
-from specguard.adapters._host import host_array, is_int
+from specguard.adapters._host import host_array
 from specguard.adapters.step_state import StepLinks, StepState, StepTracker
 from specguard.contracts import (
     Boundary,
@@ -44,6 +44,7 @@ from specguard.contracts import (
     VerifyOutput,
     report,
 )
+from specguard.contracts.ops import is_int
 
 __all__ = ["AtomLayout", "AtomView"]
 
