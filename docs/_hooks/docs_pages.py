@@ -29,7 +29,7 @@ from pathlib import Path
 import torch
 
 # The examples drive the engine adapters, and importing them registers the adapters' rules.
-from specguard.runner import _rule_examples as examples
+from specguard.adapters import examples
 from specguard.runner.faults import FAULTS
 from specguard.runner.main_job import EXIT_CODES
 

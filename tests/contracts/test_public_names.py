@@ -5,9 +5,9 @@ from __future__ import annotations
 import types
 
 import pytest
+from specguard.contracts import ops
 
 from specguard import adapters, contracts
-from specguard.contracts import ops
 
 CONTRACTS_API = (
     "BOUNDARY_OBJECTS", "DIMENSIONS", "PLACEHOLDER", "REGISTRY", "STATS", "Array", "ArrayField",
@@ -70,3 +70,14 @@ def test_exceptions_present_themselves_as_public():
     for error in (contracts.ContractViolation, contracts.DeferredViolation,
                   contracts.SnapshotError, contracts.ConfigError):
         assert error.__module__ == "specguard.contracts"
+
+
+def test_example_modules_list_what_they_export():
+    """The example catalogues' __all__ is sorted and every name in it exists."""
+    from specguard.adapters import examples as adapter_examples
+    from specguard.contracts import examples as contract_examples
+
+    for module in (contract_examples, adapter_examples):
+        assert module.__all__ == sorted(module.__all__, key=_isort_key)
+        assert all(hasattr(module, name) for name in module.__all__)
+    assert set(contract_examples.EXAMPLES) < set(adapter_examples.EXAMPLES)

@@ -9,8 +9,8 @@ import re
 from pathlib import Path
 
 import pytest
+from specguard.adapters import examples
 from specguard.runner import _cmd_docs
-from specguard.runner import _rule_examples as examples
 
 from specguard import cli
 
