@@ -19,7 +19,7 @@ from specguard import contracts
 
 SB, DT, MI = contracts.ScheduledBatch, contracts.DraftTokens, contracts.ModelInput
 DI, VO, DO = contracts.DrafterInput, contracts.VerifyOutput, contracts.DrafterOutput
-#: The contracts' own rules; engine adapters register theirs (SG6xx) when imported.
+#: The contracts' own rules; the engine adapters declare theirs (SG6xx) and test them there.
 OWN_RULES = {code: rule for code, rule in contracts.REGISTRY.items()
              if getattr(rule.check, "__module__", "specguard.contracts")
              .startswith("specguard.contracts")}
