@@ -37,10 +37,6 @@ class ContractClock:
         self.seconds = 0.0
         self._excluded = 0.0
 
-    def build(self, make: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
-        """Call a boundary constructor, counting its time as checking (unless off)."""
-        return self.checking(make, *args, **kwargs)
-
     def checking(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
         """Call ``fn``, work done only for the checks, counting its time (unless off)."""
         if contracts.current_config().mode is contracts.Mode.OFF:

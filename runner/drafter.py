@@ -47,7 +47,7 @@ def drafter_input(
     sample_indices = starts[1:] - 1 - num_rejected
     ids = torch.roll(cast(torch.Tensor, model_input.input_ids), -1)
     ids[sample_indices] = next_tokens
-    return CLOCK.build(
+    return CLOCK.checking(
         contracts.DrafterInput, vocab_size=vocab_size, num_tokens=model_input.num_tokens,
         seq_ids=model_input.seq_ids, input_ids=ids, positions=model_input.positions,
         query_start_loc=starts, sample_indices=sample_indices)
@@ -72,6 +72,6 @@ class Drafter:
         for _ in range(self.mtp_k - 1):
             hidden = self.model.mtp_step(hidden, drafts[-1])
             drafts.append(self.model.greedy(hidden))
-        return CLOCK.build(contracts.DrafterOutput, mtp_k=self.mtp_k,
+        return CLOCK.checking(contracts.DrafterOutput, mtp_k=self.mtp_k,
                            vocab_size=self.model.vocab_size, seq_ids=inputs.seq_ids,
                            draft_token_ids=torch.stack(drafts, dim=1))

@@ -197,7 +197,7 @@ class ModelRunner:
         positions = (context - counts)[owner] + offsets
         tables = torch.as_tensor(batch.block_tables, dtype=_I64, device=device)
         slots = tables[owner, positions // block_size] * block_size + positions % block_size
-        return CLOCK.build(
+        return CLOCK.checking(
             contracts.ModelInput, vocab_size=self.model.vocab_size,
             num_slots=self.cache.num_slots, num_tokens=num_tokens,
             seq_ids=torch.as_tensor(batch.seq_ids, dtype=_I64, device=device),
