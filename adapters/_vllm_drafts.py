@@ -30,7 +30,7 @@ def draft_tokens(order: Sequence[str], drafts: Mapping[Any, Any], *, mtp_k: int,
     if rows is None:
         listed = {position.get(r, r): _real(d, async_scheduling) for r, d in drafts.items()}
         return made(lambda: DraftTokens.from_mapping(
-            decode, listed, mtp_k=mtp_k, vocab_size=vocab_size), names=order)
+            decode, listed, mtp_k=mtp_k, vocab_size=vocab_size, placeholder=0), names=order)
     counts = np.full(rows.shape[0], mtp_k, dtype=np.int64)
     if async_scheduling:
         trailing = np.cumprod(rows[:, ::-1] == PLACEHOLDER, axis=1).sum(axis=1)

@@ -190,7 +190,8 @@ def _compacted_draft_rows() -> sg.ScheduledBatch:
 
 def _stale_drafts() -> sg.DraftTokens:
     drafts = {11: [101, 102, 103], 12: [105, 106, 107], 99: [1, 2, 3]}
-    return sg.DraftTokens.from_mapping([11, 12, 13], drafts, mtp_k=_MTP_K, vocab_size=_VOCAB)
+    return sg.DraftTokens.from_mapping([11, 12, 13], drafts, mtp_k=_MTP_K, vocab_size=_VOCAB,
+                                       placeholder=108)
 
 
 _EXAMPLES = (
