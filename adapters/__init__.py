@@ -5,7 +5,7 @@
 * :class:`~specguard.adapters.atom.AtomView` and
   :class:`~specguard.adapters.vllm.VllmView` read ATOM's and vLLM's own objects by
   duck typing (neither engine is imported);
-* :class:`~specguard.adapters.step_state.StepTracker` checks each step against the previous one;
+* :class:`~specguard.adapters.step_tracker.StepTracker` checks each step against the previous one;
 * :mod:`specguard.adapters.snapshots` writes a violation to a file that ``specguard check``
   re-validates; :mod:`specguard.adapters.pytest_plugin` turns every guard on for a test run.
 
@@ -18,10 +18,10 @@ from specguard.adapters.proxies import guard_runner as guard_runner
 from specguard.adapters.proxies import guard_scheduler as guard_scheduler
 from specguard.adapters.proxies import is_guarded as is_guarded
 from specguard.adapters.proxies import unwrap as unwrap
-from specguard.adapters.step_state import StepLinks as StepLinks
-from specguard.adapters.step_state import StepPlan as StepPlan
-from specguard.adapters.step_state import StepState as StepState
-from specguard.adapters.step_state import StepTracker as StepTracker
+from specguard.adapters.step_tracker import StepLinks as StepLinks
+from specguard.adapters.step_tracker import StepPlan as StepPlan
+from specguard.adapters.step_tracker import StepState as StepState
+from specguard.adapters.step_tracker import StepTracker as StepTracker
 from specguard.adapters.vllm import VllmStep as VllmStep
 from specguard.adapters.vllm import VllmView as VllmView
 

@@ -31,7 +31,7 @@ class StepTransition(BoundaryObject):
     """How this step's seqs continue from the step before.
 
     Per-seq arrays follow this step's batch order; per-row arrays follow its decode seqs
-    in batch order. Built by :class:`specguard.adapters.step_state.StepTracker`.
+    in batch order. Built by :class:`specguard.adapters.step_tracker.StepTracker`.
     """
 
     mtp_k: int

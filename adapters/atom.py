@@ -35,7 +35,7 @@ import numpy as np
 from specguard.adapters._atom_layout import AtomLayout
 from specguard.adapters._build import build
 from specguard.adapters._host import host_array
-from specguard.adapters.step_state import StepLinks, StepState, StepTracker
+from specguard.adapters.step_tracker import StepLinks, StepState, StepTracker
 from specguard.contracts import (
     Boundary,
     DrafterOutput,

@@ -1,7 +1,7 @@
 """Broken objects for the engine adapters' rules, and the complete example catalogue.
 
 The adapters' rules (step to step, ATOM's layout, vLLM's conventions) are broken through
-the adapters themselves: a :class:`~specguard.adapters.step_state.StepTracker` fed two
+the adapters themselves: a :class:`~specguard.adapters.step_tracker.StepTracker` fed two
 steps, an :class:`~specguard.adapters.atom.AtomView` or a
 :class:`~specguard.adapters.vllm.VllmView` fed an engine's own objects (stand-ins with the
 engine's field names). :data:`EXAMPLES` and :data:`STORIES` join them with the contract
@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 from specguard.adapters.atom import AtomView
-from specguard.adapters.step_state import StepTracker
+from specguard.adapters.step_tracker import StepTracker
 from specguard.adapters.vllm import VllmView
 from specguard.contracts import ContractViolation
 from specguard.contracts import examples as contract_examples

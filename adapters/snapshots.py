@@ -92,7 +92,7 @@ def known_types() -> dict[str, type[BoundaryObject]]:
     from specguard.adapters._atom_layout import AtomLayout
     from specguard.adapters._step_rules import DraftRows, StepTransition, VerifyRows
     from specguard.adapters._vllm_schedule import VllmSchedule
-    from specguard.adapters.step_state import StepState
+    from specguard.adapters.step_tracker import StepState
 
     extra = (StepState, StepTransition, VerifyRows, DraftRows, AtomLayout, VllmSchedule)
     return {cls.__name__: cls for cls in (*BOUNDARY_OBJECTS, *extra)}
@@ -216,7 +216,7 @@ def _value(value: Any) -> Any:
 
 
 def _state(record: fmt.ObjectRecord, path: str | Path) -> BoundaryObject:
-    from specguard.adapters.step_state import StepState
+    from specguard.adapters.step_tracker import StepState
 
     if record.type != StepState.__name__:
         raise SnapshotError(f"snapshot {path}: state must be a StepState, not {record.type!r}")

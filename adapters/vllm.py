@@ -32,7 +32,7 @@ from specguard.adapters._step_rules import VerifyRows
 from specguard.adapters._vllm_drafter import drafter_fields
 from specguard.adapters._vllm_drafts import draft_tokens, listed_rows
 from specguard.adapters._vllm_schedule import VllmSchedule
-from specguard.adapters.step_state import StepPlan, StepTracker
+from specguard.adapters.step_tracker import StepPlan, StepTracker
 from specguard.contracts import (
     Boundary,
     DrafterInput,
