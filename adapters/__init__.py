@@ -7,7 +7,7 @@
   duck typing (neither engine is imported);
 * :mod:`~specguard.adapters.atom_install` puts them around a live ATOM ``ModelRunner`` in
   one call (``install_atom(runner)``, ``uninstall_atom(runner)``);
-* :class:`~specguard.adapters.step_state.StepTracker` checks each step against the previous one;
+* :class:`~specguard.adapters.step_tracker.StepTracker` checks each step against the previous one;
 * :mod:`specguard.adapters.snapshots` writes a violation to a file that ``specguard check``
   re-validates (an unreadable one is a :class:`SnapshotError`);
   :mod:`specguard.adapters.pytest_plugin` turns every guard on for a test run.
@@ -25,10 +25,10 @@ from specguard.adapters.proxies import guard_scheduler as guard_scheduler
 from specguard.adapters.proxies import is_guarded as is_guarded
 from specguard.adapters.proxies import unwrap as unwrap
 from specguard.adapters.snapshots import SnapshotError as SnapshotError
-from specguard.adapters.step_state import StepLinks as StepLinks
-from specguard.adapters.step_state import StepPlan as StepPlan
-from specguard.adapters.step_state import StepState as StepState
-from specguard.adapters.step_state import StepTracker as StepTracker
+from specguard.adapters.step_tracker import StepLinks as StepLinks
+from specguard.adapters.step_tracker import StepPlan as StepPlan
+from specguard.adapters.step_tracker import StepState as StepState
+from specguard.adapters.step_tracker import StepTracker as StepTracker
 from specguard.adapters.vllm import VllmStep as VllmStep
 from specguard.adapters.vllm import VllmView as VllmView
 

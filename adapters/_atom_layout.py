@@ -10,7 +10,6 @@ when the batch itself is laid out that way.
 from __future__ import annotations
 
 import numpy as np
-from specguard.adapters._host import int_at
 from specguard.contracts import (
     Array,
     Boundary,
@@ -21,6 +20,7 @@ from specguard.contracts import (
     boundary_object,
     rule,
 )
+from specguard.contracts.ops import host_value as int_at
 
 __all__ = ["AtomLayout"]
 

@@ -25,8 +25,8 @@ from typing import Annotated, Any, Literal
 import numpy as np
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
-from specguard.adapters._host import is_int
 from specguard.contracts import describe
+from specguard.contracts.ops import is_int
 
 __all__ = [
     "MAX_ELEMENTS",

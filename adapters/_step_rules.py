@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Any, cast
 
 import numpy as np
-from specguard.adapters._host import int_at
 from specguard.contracts import (
     Array,
     Bool,
@@ -22,6 +21,7 @@ from specguard.contracts import (
     boundary_object,
     rule,
 )
+from specguard.contracts.ops import host_value as int_at
 
 __all__ = ["DraftRows", "RecomputedTokens", "StepTransition", "VerifyRows"]
 
@@ -31,7 +31,7 @@ class StepTransition(BoundaryObject):
     """How this step's seqs continue from the step before.
 
     Per-seq arrays follow this step's batch order; per-row arrays follow its decode seqs
-    in batch order. Built by :class:`specguard.adapters.step_state.StepTracker`.
+    in batch order. Built by :class:`specguard.adapters.step_tracker.StepTracker`.
     """
 
     mtp_k: int

@@ -40,8 +40,8 @@ from typing import Any
 import numpy as np
 from specguard.adapters._atom_layout import AtomLayout
 from specguard.adapters._build import build
-from specguard.adapters._host import host_array, is_int
-from specguard.adapters.step_state import StepLinks, StepPlan, StepState, StepTracker
+from specguard.adapters._host import host_array
+from specguard.adapters.step_tracker import StepLinks, StepPlan, StepState, StepTracker
 from specguard.contracts import (
     Boundary,
     DrafterOutput,
@@ -50,6 +50,7 @@ from specguard.contracts import (
     VerifyOutput,
     report,
 )
+from specguard.contracts.ops import is_int
 
 __all__ = ["LAYOUTS", "AtomLayout", "AtomView"]
 

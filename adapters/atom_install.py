@@ -42,7 +42,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from specguard.adapters.atom import AtomView
-from specguard.adapters.step_state import StepTracker
+from specguard.adapters.step_tracker import StepTracker
 from specguard.contracts import ConfigError
 
 __all__ = ["SIGNATURES", "InstallError", "install", "installed", "is_installed", "uninstall"]

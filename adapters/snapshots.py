@@ -34,7 +34,7 @@ from specguard.adapters._snapshot_write import (
 )
 from specguard.adapters._step_rules import DraftRows, StepTransition, VerifyRows
 from specguard.adapters._vllm_schedule import VllmSchedule
-from specguard.adapters.step_state import StepState
+from specguard.adapters.step_tracker import StepState
 from specguard.contracts import (
     BOUNDARY_OBJECTS,
     BoundaryObject,

@@ -4,7 +4,8 @@ Pure: knows no engine, imports numpy always and torch only when a tensor shows u
 Build an object and it is validated under the current mode::
 
     from specguard import contracts as sg
-    drafts = sg.DraftTokens.from_mapping(decode_ids, engine_drafts, mtp_k=3, vocab_size=V)
+    drafts = sg.DraftTokens.from_mapping(decode_ids, engine_drafts, mtp_k=3, vocab_size=V,
+                                         placeholder=last_tokens)
     batch = sg.ScheduledBatch(..., draft_token_ids=drafts.draft_token_ids, ...)
 
 A broken rule raises :class:`ContractViolation` naming the rule, the seq and its batch

@@ -59,7 +59,7 @@ def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 
 def test_adapters_have_no_import_cycle():
-    """Writing a snapshot imports nothing that reads one back (no _build → step_state loop)."""
+    """Writing a snapshot imports nothing that reads one back (no _build → step_tracker loop)."""
     # The package itself imports every module: edges into it say nothing about order.
     graph = {name: targets - {"specguard.adapters"} for name, targets in _graph("adapters").items()}
     assert _cycle(graph) is None

@@ -11,17 +11,15 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from input_snapshots import same, snapshot
-from strategies import (
+from strategies.cases import Case, MappingCase
+from strategies.hostile import (
     HOSTILE_ARRAYS,
     HOSTILE_SCALARS,
     ODD_SCALARS,
     SKIP,
-    Case,
-    MappingCase,
     hostile_variants,
-    mapping_cases,
-    valid_cases,
 )
+from strategies.valid import mapping_cases, valid_cases
 
 from specguard import contracts
 

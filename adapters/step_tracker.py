@@ -108,16 +108,6 @@ class StepTracker:
         self._count = 0
         self._memory = SeqMemory(memory_limit)
 
-    @classmethod
-    def resume(cls, state: StepState, *, progress: bool = True,
-               whole_proposals: bool = True) -> StepTracker:
-        """A tracker whose previous step is ``state`` (re-checking a snapshot)."""
-        tracker = cls(progress=progress, whole_proposals=whole_proposals)
-        tracker._previous = state
-        tracker._count = state.step + 1
-        _remember(tracker._memory, state)
-        return tracker
-
     @property
     def previous(self) -> StepState | None:
         """The finished step the next batch is checked against, once it has closed."""
