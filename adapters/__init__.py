@@ -6,6 +6,8 @@
   :class:`~specguard.adapters.vllm.VllmView` read ATOM's and vLLM's own objects by
   duck typing (neither engine is imported);
 * :class:`~specguard.adapters.step_state.StepTracker` checks each step against the previous one;
+* :func:`~specguard.adapters.ranks.check_ranks` checks that data-parallel ranks agree on
+  each step, from one small all-gather of :class:`~specguard.adapters.ranks.RankStep` rows;
 * :mod:`specguard.adapters.snapshots` writes a violation to a file that ``specguard check``
   re-validates; :mod:`specguard.adapters.pytest_plugin` turns every guard on for a test run.
 
@@ -18,6 +20,9 @@ from specguard.adapters.proxies import guard_runner as guard_runner
 from specguard.adapters.proxies import guard_scheduler as guard_scheduler
 from specguard.adapters.proxies import is_guarded as is_guarded
 from specguard.adapters.proxies import unwrap as unwrap
+from specguard.adapters.ranks import RankAgreement as RankAgreement
+from specguard.adapters.ranks import RankStep as RankStep
+from specguard.adapters.ranks import check_ranks as check_ranks
 from specguard.adapters.step_state import StepLinks as StepLinks
 from specguard.adapters.step_state import StepPlan as StepPlan
 from specguard.adapters.step_state import StepState as StepState
@@ -27,12 +32,15 @@ from specguard.adapters.vllm import VllmView as VllmView
 
 __all__ = [
     "AtomView",
+    "RankAgreement",
+    "RankStep",
     "StepLinks",
     "StepPlan",
     "StepState",
     "StepTracker",
     "VllmStep",
     "VllmView",
+    "check_ranks",
     "guard",
     "guard_runner",
     "guard_scheduler",
