@@ -17,12 +17,12 @@ the rank that broke the rule, instead of leaving the healthy ones inside a colle
     row = RankStep(step=7, mtp_k=3, num_tokens=12, padded_tokens=12, dummy=False,
                    dummy_tokens=4, seq_ids=batch_seq_ids).row(id_slots=max_num_seqs)
     rows = all_gather(row)            # [num_ranks, width]: the engine's collective
-    check_ranks(rows)                 # SG701-SG705, the same verdict on every rank
+    check_ranks(rows)                 # SG701-SG706, the same verdict on every rank
 
-Seq ids unique across ranks (SG705) is a value check: only at full depth does the row
+Seq ids unique across ranks (SG706) is a value check: only at full depth does the row
 carry the step's seq ids, padded with -1 to ``id_slots`` (the engine's ``max_num_seqs``),
 so the check is exact and the collective keeps one fixed size. At metadata depth the row
-is the seven header fields alone. Every rank runs under the same contract settings (they
+is the eight header fields alone. Every rank runs under the same contract settings (they
 are set once, before the ranks start), so every rank's row has the same width.
 
 Which rank broke a rule: the first whose value differs from the most common one (on a
@@ -55,8 +55,8 @@ from specguard.contracts import (
 __all__ = ["HEADER", "RankAgreement", "RankStep", "check_ranks", "describe_rows"]
 
 #: The columns every row starts with, in order; seq ids (full depth) follow.
-HEADER = ("step", "mtp_k", "num_tokens", "padded_tokens", "dummy", "dummy_tokens",
-          "num_seqs")
+HEADER = ("stopped", "step", "mtp_k", "num_tokens", "padded_tokens", "dummy",
+          "dummy_tokens", "num_seqs")
 _NO_ID = -1
 
 
@@ -78,6 +78,9 @@ class RankStep:
     """How many tokens this rank's convention gives a dummy step."""
     seq_ids: Sequence[int] | np.ndarray = field(default_factory=tuple)
     """The seqs of this rank's batch (compared only at full depth)."""
+    stopped: int = 0
+    """The number of the rule a violation of which stopped this rank (101 for SG101), or
+    0 while it runs: how a rank stopped by its own checks stops the others with it."""
 
     def row(self, id_slots: int = 0) -> np.ndarray:
         """The int64 row to gather: the header, then ``id_slots`` seq ids padded with -1.
@@ -86,8 +89,9 @@ class RankStep:
         """
         ids = np.asarray(self.seq_ids, dtype=np.int64).reshape(-1)
         row = np.full(len(HEADER) + id_slots, _NO_ID, dtype=np.int64)
-        row[:len(HEADER)] = (self.step, self.mtp_k, self.num_tokens, self.padded_tokens,
-                             int(self.dummy), self.dummy_tokens, ids.shape[0])
+        row[:len(HEADER)] = (self.stopped, self.step, self.mtp_k, self.num_tokens,
+                             self.padded_tokens, int(self.dummy), self.dummy_tokens,
+                             ids.shape[0])
         shown = ids[:id_slots]
         row[len(HEADER):len(HEADER) + shown.shape[0]] = shown
         return row
@@ -100,6 +104,8 @@ class RankAgreement(BoundaryObject):
     Built by :func:`check_ranks` from the gathered rows, on every rank alike.
     """
 
+    stopped: Index[Array, "num_ranks"]
+    """The rule number that stopped each rank (101 for SG101), or 0 while it runs."""
     step: Index[Array, "num_ranks"]
     """The step index each rank is at."""
     mtp_k: Index[Array, "num_ranks"]
@@ -149,10 +155,11 @@ def describe_rows(rows: Any) -> list[str]:
         return [f"unreadable rows: {rows!r}"]
     lines = []
     for rank, row in enumerate(matrix.tolist()):
-        step, k, tokens, padded, dummy, dummy_tokens, seqs = row[:len(HEADER)]
+        stopped, step, k, tokens, padded, dummy, dummy_tokens, seqs = row[:len(HEADER)]
         work = f"dummy step of {tokens} tokens" if dummy else f"{seqs} seqs, {tokens} tokens"
+        state = f", stopped by SG{stopped:03d}" if stopped else ""
         lines.append(f"rank {rank}: step {step}, mtp_k {k}, {work}, padded to {padded} "
-                     f"(dummy steps run {dummy_tokens} tokens)")
+                     f"(dummy steps run {dummy_tokens} tokens){state}")
     return lines
 
 
@@ -200,7 +207,26 @@ def _verb(singular: str, plural: str) -> Any:
     return lambda value, many: f"{plural if many else singular} {value}"
 
 
-@rule("SG701", "every rank is at the same step", boundary=Boundary.RANKS,
+@rule("SG701", "no rank has stopped on a contract violation", boundary=Boundary.RANKS,
+      applies_to=("RankAgreement",), fields={"stopped"}, depth=Depth.METADATA,
+      bug="vLLM #46994 (review): one rank's mismatched broadcast deadlocked the group until "
+      "the 600 s NCCL watchdog took it down, and the healthy ranks showed only secondary "
+      "errors (gloo 'Connection closed', 'Worker died unexpectedly').")
+def _none_stopped(ranks: RankAgreement, values: Values) -> Finding | None:
+    """A rank whose own checks stop it leaves the others waiting in the step's
+    collectives. It finishes the step's collectives, says so in its next row, and every
+    rank stops at that same point, naming it, instead of hanging until a watchdog or
+    dying on a closed connection far from the cause."""
+    stopped = np.asarray(ranks.stopped)
+    hit = np.flatnonzero(stopped != 0)
+    if hit.size == 0:
+        return None
+    rank = int(hit[0])
+    return Finding(f"rank {rank} stopped on a violation of SG{int(stopped[rank]):03d}; every "
+                   "rank stops with it", "stopped", expected="0", actual=str(int(stopped[rank])))
+
+
+@rule("SG702", "every rank is at the same step", boundary=Boundary.RANKS,
       applies_to=("RankAgreement",), fields={"step"}, depth=Depth.METADATA,
       bug="vllm-ascend #2582: a DP server hung when there were fewer requests than ranks, "
       "an idle rank not stepping with the others; vLLM #40589: one DP rank skipped the "
@@ -213,7 +239,7 @@ def _same_step(ranks: RankAgreement, values: Values) -> Finding | None:
     return _disagreement(ranks.step, "step", _verb("is at step", "are at step"))
 
 
-@rule("SG702", "every rank runs the same mtp_k", boundary=Boundary.RANKS,
+@rule("SG703", "every rank runs the same mtp_k", boundary=Boundary.RANKS,
       applies_to=("RankAgreement",), fields={"mtp_k"}, depth=Depth.METADATA,
       bug="vLLM #40589: one DP rank skipped proposing drafts for a step (its seqs were "
       "near max_model_len) while the others drafted: the ranks disagreed on speculation "
@@ -226,7 +252,7 @@ def _same_mtp_k(ranks: RankAgreement, values: Values) -> Finding | None:
     return _disagreement(ranks.mtp_k, "mtp_k", _verb("runs mtp_k", "run mtp_k"))
 
 
-@rule("SG703", "every rank pads to the same size, which fits every rank's tokens",
+@rule("SG704", "every rank pads to the same size, which fits every rank's tokens",
       boundary=Boundary.RANKS, applies_to=("RankAgreement",),
       fields={"padded_tokens", "num_tokens"}, depth=Depth.METADATA,
       bug="vLLM #25906: the DP dummy run chose its CUDA graph by the local token count "
@@ -262,7 +288,7 @@ def _same_padding(ranks: RankAgreement, values: Values) -> Finding | None:
                    actual=str(int(padded[rank])))
 
 
-@rule("SG704", "every rank follows the same dummy-step convention",
+@rule("SG705", "every rank follows the same dummy-step convention",
       boundary=Boundary.RANKS, applies_to=("RankAgreement",),
       fields={"dummy", "dummy_tokens", "num_tokens"}, depth=Depth.METADATA,
       bug="vLLM #35376: idle DP ranks ran _dummy_run(1) while busy ranks ran uniform "
@@ -288,7 +314,7 @@ def _same_dummy(ranks: RankAgreement, values: Values) -> Finding | None:
                    expected=str(int(expected[rank])), actual=str(int(tokens[rank])))
 
 
-@rule("SG705", "seq ids are unique across ranks", boundary=Boundary.RANKS,
+@rule("SG706", "seq ids are unique across ranks", boundary=Boundary.RANKS,
       applies_to=("RankAgreement",), fields={"seq_ids"},
       bug="vLLM #27987 (after #27723): request ids, the key of every table in the "
       "engine, collided when several clients each numbered their own requests.")
