@@ -49,6 +49,7 @@ from specguard.contracts import (
     Index,
     Values,
     boundary_object,
+    checking,
     rule,
 )
 
@@ -130,8 +131,13 @@ def check_ranks(rows: Any) -> RankAgreement:
     Strict raises ``ContractViolation`` (the same one on every rank, since every rank
     checks the same rows); warn logs and returns; off checks nothing. Rows of the wrong
     shape are reported as a structural violation, never as an IndexError.
+
+    The header rules run at every depth: comparing a few integers per rank is metadata.
+    Seq ids are compared only where the rows carry them, which engines do at full depth.
     """
-    return build(RankAgreement, _fields(rows))
+    fields = _fields(rows)
+    with checking(depth=Depth.FULL):
+        return build(RankAgreement, fields)
 
 
 def _fields(rows: Any) -> dict[str, Any]:

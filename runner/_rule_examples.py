@@ -14,6 +14,7 @@ that would carry them across a contract.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import SimpleNamespace
@@ -289,6 +290,16 @@ def _vllm_schedule(output: SimpleNamespace) -> None:
     adapters.VllmView(mtp_k=_MTP_K, vocab_size=_VOCAB).schedule(output)
 
 
+def _ranks(rank: int = 3, **changes: Any) -> None:
+    """Four data-parallel ranks at step 5 (rank 2 idle), with ``changes`` on ``rank``'s row."""
+    steps = [adapters.RankStep(5, _MTP_K, 12, 12, False, 4, [0, 4, 8]),
+             adapters.RankStep(5, _MTP_K, 8, 12, False, 4, [1, 5]),
+             adapters.RankStep(5, _MTP_K, 4, 12, True, 4, []),
+             adapters.RankStep(5, _MTP_K, 12, 12, False, 4, [3, 7, 11])]
+    steps[rank] = dataclasses.replace(steps[rank], **changes)
+    adapters.check_ranks(np.stack([step.row(id_slots=4) for step in steps]))
+
+
 _EXAMPLES = (
     Example("SG000", "a block size past int32 makes the block-table arithmetic overflow",
             lambda: _batch(block_size=2**40)),
@@ -384,6 +395,18 @@ _EXAMPLES = (
     Example("SG622", "vLLM's total_num_scheduled_tokens left stale after a count changed "
             "(`VllmView`)",
             lambda: _vllm_schedule(_scheduler_output(total_num_scheduled_tokens=12))),
+    Example("SG701", "rank 1's own batch broke SG101 in the previous step (`check_ranks`)",
+            lambda: _ranks(1, stopped=101)),
+    Example("SG702", "idle rank 2 skipped a step without joining its collectives "
+            "(`check_ranks`)", lambda: _ranks(2, step=6)),
+    Example("SG703", "rank 3 loaded a draft config with one token fewer (`check_ranks`)",
+            lambda: _ranks(mtp_k=2, dummy_tokens=3)),
+    Example("SG704", "rank 1 pads to its own token count instead of the largest "
+            "(`check_ranks`)", lambda: _ranks(1, padded_tokens=8)),
+    Example("SG705", "idle rank 2 runs a one-token dummy step, the others a decode span "
+            "(`check_ranks`)", lambda: _ranks(2, num_tokens=1, dummy_tokens=1)),
+    Example("SG706", "rank 3 numbers its requests from 0, as a single engine does "
+            "(`check_ranks`, full depth)", lambda: _ranks(seq_ids=[0, 1, 2])),
 )
 
 #: The broken object of every rule that one can break on its own, by rule code.
