@@ -100,6 +100,8 @@ class RankEngine(Engine):
         """Steps the group has run, dummy steps included."""
         self.rows: np.ndarray | None = None
         """The rows gathered for the latest checked step."""
+        self.agreement_seconds = 0.0
+        """Time spent gathering and checking the rows (the contracts' collective)."""
         self.stopped_at: int | None = None
         """The group step in which this rank's own check stopped it, once one has."""
         self._done = False
@@ -172,9 +174,13 @@ class RankEngine(Engine):
                        padded_tokens=padded, dummy=scheduled is None,
                        dummy_tokens=self.dummy_tokens, seq_ids=seq_ids, stopped=stopped)
         slots = self.config.max_num_seqs if full else 0
-        self.rows = CLOCK.checking(self.group.gather_rows, row.row(slots))
-        self._joined.add("rows")
-        CLOCK.checking(check_ranks, self.rows)
+        start = time.perf_counter()
+        try:
+            self.rows = CLOCK.checking(self.group.gather_rows, row.row(slots))
+            self._joined.add("rows")
+            CLOCK.checking(check_ranks, self.rows)
+        finally:
+            self.agreement_seconds += time.perf_counter() - start
 
     def _stop_group(self, violation: contracts.ContractViolation) -> None:
         """Finish this step's collectives, then say in the next row which rule stopped
@@ -259,6 +265,8 @@ class RankOutcome:
     codes: tuple[str, ...] = ()
     rows: np.ndarray | None = None
     """The rows gathered at its last checked step."""
+    agreement_seconds: float = 0.0
+    """Time in the contracts' collective: gathering and checking the rows."""
 
 
 def serve(engine: RankEngine, requests: Sequence[Request]) -> RankOutcome:
@@ -274,7 +282,7 @@ def serve(engine: RankEngine, requests: Sequence[Request]) -> RankOutcome:
         return RankOutcome(rank, CRASHED, engine.group_step, stats=engine.stats,
                            report=f"{type(error).__name__}: {error}", rows=engine.rows)
     return RankOutcome(rank, FINISHED, engine.group_step, result.outputs, result.stats,
-                       rows=engine.rows)
+                       rows=engine.rows, agreement_seconds=engine.agreement_seconds)
 
 
 def _rank_main(rank: int, job: RankJob, init_method: str, results: Any) -> None:
