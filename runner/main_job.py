@@ -261,7 +261,10 @@ def _run_ranks(args: argparse.Namespace, config: EngineConfig, requests: list[Re
     failed = [o for o in outcomes if o.status != FINISHED]
     if stopped:
         origin = _origin(stopped)
-        print(f"stopped at step {origin.step} by a contract violation on rank {origin.rank}:")
+        where = (f"on rank {origin.rank}" if origin.codes and origin.codes[0] != "SG701"
+                 and not origin.report.startswith("RankAgreement")
+                 else "across ranks (every rank checked it)")
+        print(f"stopped at step {origin.step} by a contract violation {where}:")
         print(origin.report)
         if origin.rows is not None:
             print("what each rank reported at the last check:")
