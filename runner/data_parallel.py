@@ -315,7 +315,7 @@ def run_ranks(job: RankJob) -> list[RankOutcome]:
     as hung, so this never waits forever.
     """
     method = "spawn" if job.config.device.startswith("cuda") else "fork"
-    context = multiprocessing.get_context(method)
+    context: Any = multiprocessing.get_context(method)  # fork or spawn: both have Process
     with tempfile.TemporaryDirectory(prefix="specguard-dp-") as folder:
         init_method = Path(folder, "rendezvous").as_uri()
         results = context.Queue()

@@ -144,7 +144,7 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
           also=("SG602",)),
     Fault(RANK_MTP_K,
           "one data-parallel rank drafts one token fewer (more, at mtp_k 1) than the others",
-          ("data_parallel.RankJob.config_of",),
+          ("RankJob.config_of",),
           "vLLM #40589: one DP rank skipped the drafter for a step while the others ran its "
           "dummy run; the ranks disagreed on speculation and hung",
           "SG703", "RankAgreement",
@@ -162,7 +162,7 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
           across_ranks=True),
     Fault(RANK_LOCAL_SEQ_IDS,
           "one data-parallel rank numbers its requests from 0, as a single engine does",
-          ("data_parallel.RankJob.requests_of",),
+          ("RankJob.requests_of",),
           "vLLM #27987 (after #27723): request ids, unique only per client, collided once "
           "several clients fed one engine",
           "SG706", "RankAgreement",

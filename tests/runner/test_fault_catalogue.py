@@ -238,10 +238,11 @@ def test_unknown_fault_name_is_refused():
 
 def test_faults_are_injected_in_engine_code_not_in_objects():
     """Each fault's sites name scheduler, runner or drafter functions that exist."""
-    from specguard.runner import drafter, model_runner, scheduler
+    from specguard.runner import data_parallel, drafter, model_runner, scheduler
 
     owners = {"Scheduler": scheduler.Scheduler,
-              "ModelRunner": model_runner.ModelRunner, "drafter": drafter}
+              "ModelRunner": model_runner.ModelRunner, "drafter": drafter,
+              "RankEngine": data_parallel.RankEngine, "RankJob": data_parallel.RankJob}
     for fault in FAULTS.values():
         for site in fault.sites:
             owner, name = site.split(".")
