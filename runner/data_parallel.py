@@ -231,11 +231,15 @@ class RankJob:
     timeout_s: float = 60.0
 
     def config_of(self, rank: int) -> EngineConfig:
-        """The rank's engine settings (``rank-mtp-k`` changes the last rank's)."""
+        """The rank's engine settings: its own GPU on CUDA (``cuda:rank``); ``rank-mtp-k``
+        changes the last rank's mtp_k."""
+        config = self.config
+        if config.device == "cuda":
+            config = dataclasses.replace(config, device=f"cuda:{rank}")
         if self.fault == faults.RANK_MTP_K and rank == self.world - 1:
-            mtp_k = self.config.mtp_k - 1 if self.config.mtp_k > 1 else 2
-            return dataclasses.replace(self.config, mtp_k=mtp_k)
-        return self.config
+            mtp_k = config.mtp_k - 1 if config.mtp_k > 1 else 2
+            return dataclasses.replace(config, mtp_k=mtp_k)
+        return config
 
     def requests_of(self, rank: int) -> list[Request]:
         """Every ``world``-th request from ``rank`` on (``rank-local-seq-ids``: the last

@@ -128,3 +128,5 @@ def test_each_rank_gets_every_nth_request_and_faults_hit_the_last():
     mtp = RankJob(EngineConfig(mtp_k=1), requests, 2, "off", "metadata", fault=faults.RANK_MTP_K)
     assert (mtp.config_of(0).mtp_k, mtp.config_of(1).mtp_k) == (1, 2)
     assert (mtp.fault_of(0), mtp.fault_of(1)) == (None, faults.RANK_MTP_K)
+    gpu = RankJob(EngineConfig(device="cuda"), requests, 2, "strict", "metadata")
+    assert [gpu.config_of(r).device for r in (0, 1)] == ["cuda:0", "cuda:1"]
