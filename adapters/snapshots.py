@@ -92,9 +92,11 @@ def known_types() -> dict[str, type[BoundaryObject]]:
     from specguard.adapters._atom_layout import AtomLayout
     from specguard.adapters._step_rules import DraftRows, StepTransition, VerifyRows
     from specguard.adapters._vllm_schedule import VllmSchedule
+    from specguard.adapters.ranks import RankAgreement
     from specguard.adapters.step_state import StepState
 
-    extra = (StepState, StepTransition, VerifyRows, DraftRows, AtomLayout, VllmSchedule)
+    extra = (StepState, StepTransition, VerifyRows, DraftRows, AtomLayout, VllmSchedule,
+             RankAgreement)
     return {cls.__name__: cls for cls in (*BOUNDARY_OBJECTS, *extra)}
 
 

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import re
 
 import numpy as np
 import pytest
-from specguard.adapters import RankStep, check_ranks
+from specguard.adapters import RankStep, check_ranks, snapshots
 from specguard.adapters.ranks import HEADER, describe_rows
 
 from specguard import contracts
@@ -140,3 +141,13 @@ def test_describe_rows_says_what_each_rank_reported():
                         "(dummy steps run 4 tokens)")
     assert lines[1].endswith(", stopped by SG601")
     assert describe_rows(np.zeros(3))[0].startswith("unreadable rows")
+
+
+def test_rank_violation_round_trips_through_a_snapshot(tmp_path, monkeypatch, capsys):
+    """A violation across ranks is written to a snapshot that `specguard check` re-raises."""
+    monkeypatch.setenv("SPECGUARD_SNAPSHOT_DIR", str(tmp_path))
+    with contracts.checking(mode="strict"), pytest.raises(contracts.ContractViolation):
+        check_ranks(rows(r3={"mtp_k": 2}))
+    [path] = tmp_path.glob("RankAgreement-*.json")
+    assert snapshots.run(argparse.Namespace(file=str(path), json=False)) == 1
+    assert "rank 3 runs mtp_k 2, but ranks 0, 1 and 2 run mtp_k 3" in capsys.readouterr().out
