@@ -19,6 +19,10 @@ the rank that broke the rule, instead of leaving the healthy ones inside a colle
     rows = all_gather(row)            # [num_ranks, width]: the engine's collective
     check_ranks(rows)                 # SG701-SG706, the same verdict on every rank
 
+A rank that one of its own checks stopped (its batch, its forward) must not leave the
+others inside the step's collectives: it finishes them, then reports the rule in the
+``stopped`` column of its next row, and every rank stops there on SG701, naming it.
+
 Seq ids unique across ranks (SG706) is a value check: only at full depth does the row
 carry the step's seq ids, padded with -1 to ``id_slots`` (the engine's ``max_num_seqs``),
 so the check is exact and the collective keeps one fixed size. At metadata depth the row
