@@ -42,7 +42,7 @@ from specguard.contracts._core._docs import field_docs as field_docs
 from specguard.contracts._core._errors import ConfigError as ConfigError
 from specguard.contracts._core._errors import ContractViolation as ContractViolation
 from specguard.contracts._core._errors import DeferredViolation as DeferredViolation
-from specguard.contracts._core._errors import SnapshotError as SnapshotError
+from specguard.contracts._core._errors import SpecguardError as SpecguardError
 from specguard.contracts._core._fields import ArrayField as ArrayField
 from specguard.contracts._core._fields import ScalarField as ScalarField
 from specguard.contracts._core._listeners import listening as listening
@@ -59,6 +59,7 @@ from specguard.contracts._core._validate import validate as validate
 from specguard.contracts._core._values import Values as Values
 from specguard.contracts._core._violation import Finding as Finding
 from specguard.contracts._core._violation import Violation as Violation
+from specguard.contracts._core._warn import warn as warn
 
 #: Every boundary object, in the order a step crosses them.
 BOUNDARY_OBJECTS: tuple[type[BoundaryObject], ...] = (
@@ -105,7 +106,7 @@ __all__ = [
     "Rule",
     "ScalarField",
     "ScheduledBatch",
-    "SnapshotError",
+    "SpecguardError",
     "Values",
     "VerifyOutput",
     "Violation",
@@ -126,4 +127,5 @@ __all__ = [
     "schema_model",
     "structural_rule",
     "validate",
+    "warn",
 ]

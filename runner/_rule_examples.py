@@ -228,6 +228,21 @@ def _placeholder_for_a_newcomer() -> None:
         draft_token_ids=_ids([101, 102, 103], [105, 106, 107], [-1, -1, -1])))
 
 
+def _recomputed_with_a_placeholder() -> None:
+    tracker = adapters.StepTracker()
+    tracker.schedule(_batch())
+    tracker.verified(_verify_output())  # seq 12 (start 32) emitted 105, 555 at 33 and 34
+    # Preempted, seq 12 is recomputed from position 0; position 34 holds the EOS (2)
+    # placeholder its scheduler appended for a step whose output never arrived.
+    history = np.arange(200, 235, dtype=np.int32)
+    history[33:35] = (105, 2)
+    tracker.schedule(_batch(
+        num_decode=0, num_tokens=35, seq_ids=_ids(12), is_decode=np.array([False]),
+        num_scheduled_tokens=_ids(35), context_lens=_ids(35), block_tables=_ids([2, 3, 4]),
+        token_ids=history, draft_token_ids=np.zeros((0, _MTP_K), dtype=np.int32),
+        num_drafts=np.zeros(0, dtype=np.int32)))
+
+
 def _tracked(verify: sg.VerifyOutput | None = None,
              drafts: sg.DrafterOutput | None = None) -> None:
     tracker = adapters.StepTracker()
@@ -254,8 +269,10 @@ def _atom_batch(**changes: Any) -> SimpleNamespace:
     return SimpleNamespace(**fields)
 
 
-def _atom_view(tracker: adapters.StepTracker | None = None) -> adapters.AtomView:
-    return adapters.AtomView(mtp_k=_MTP_K, vocab_size=_VOCAB, block_size=16, tracker=tracker)
+def _atom_view(tracker: adapters.StepTracker | None = None,
+               layout: str = "pr1771") -> adapters.AtomView:
+    return adapters.AtomView(mtp_k=_MTP_K, vocab_size=_VOCAB, block_size=16, tracker=tracker,
+                             layout=layout)
 
 
 def _atom_mixed_phases() -> None:
@@ -267,7 +284,7 @@ def _atom_mixed_phases() -> None:
 
 
 def _atom_new_before_deferred() -> None:
-    view = _atom_view(adapters.StepTracker())
+    view = _atom_view(adapters.StepTracker(), layout="pre-1771")
     view(_atom_batch())
     view(_atom_batch(req_ids=[15, 11, 12], context_lens=_ids(9, 24, 40),
                      block_tables=[[5], [0, 1], [2, 3, 4]]))
@@ -382,10 +399,12 @@ _EXAMPLES = (
     Example("SG607", "seq 13 verified with none of the three drafts proposed for it the step "
             "before: its host row was still empty after its prefill (`StepTracker`)",
             _proposal_left_behind),
+    Example("SG608", "seq 12 recomputed after a preemption with an EOS placeholder where "
+            "the verifier had emitted a token (`StepTracker`)", _recomputed_with_a_placeholder),
     Example("SG611", "an ATOM batch with a prefill chunk ahead of three decode seqs "
             "(`AtomView`)", _atom_mixed_phases),
     Example("SG612", "a new seq placed ahead of the deferred ones in an ATOM decode batch "
-            "(`AtomView` with a `StepTracker`)", _atom_new_before_deferred),
+            "(`AtomView(layout=\"pre-1771\")` with a `StepTracker`)", _atom_new_before_deferred),
     Example("SG613", "an ATOM decode batch with num_spec_step 2 for a drafter with mtp_k 3 "
             "(`AtomView`)", lambda: _atom_view()(_atom_batch(num_spec_step=2))),
     Example("SG621", "a vLLM request with three drafts scheduled three tokens (`VllmView`)",

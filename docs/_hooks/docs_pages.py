@@ -12,7 +12,6 @@ the code checks and prints. Two entry points:
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import functools
 import inspect
@@ -353,8 +352,6 @@ def _snapshots_into(folder: str) -> Iterator[None]:
 
 def snapshot_session(story: str = "atom-adapter") -> str:
     """An adapter's violation written to a snapshot, then ``specguard check`` on the file."""
-    from specguard.adapters import snapshots
-
     with tempfile.TemporaryDirectory() as folder:
         with _snapshots_into(folder):
             examples.violation_of(examples.STORIES[story])
@@ -363,7 +360,7 @@ def snapshot_session(story: str = "atom-adapter") -> str:
             raise LookupError(f"the {story} example wrote no snapshot")
         printed = io.StringIO()
         with contextlib.redirect_stdout(printed):
-            status = snapshots.run(argparse.Namespace(file=str(written[0]), json=False))
+            status = specguard(["check", str(written[0])])
         output = printed.getvalue().replace(str(written[0]), written[0].name)
     return (f"```console\n$ specguard check {written[0].name}\n{output}"
             f"$ echo $?\n{status}\n```\n")
@@ -509,6 +506,18 @@ def _rule_count(page: str) -> str:
     return str(len(sg.REGISTRY))
 
 
+def _conformance(page: str) -> str:
+    """The Conformance page's tables, from the corpus files (docs/_hooks/conformance_page.py)."""
+    import sys
+
+    here = str(Path(__file__).resolve().parent)
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    from conformance_page import conformance_tables
+
+    return conformance_tables(page)
+
+
 MARKERS: dict[str, Callable[..., str]] = {
     "rules": lambda page: rule_catalogue(page),
     "example": lambda page, code: example_block(code),
@@ -521,6 +530,7 @@ MARKERS: dict[str, Callable[..., str]] = {
     "faults": fault_table,
     "exit-codes": exit_codes_table,
     "run-session": run_session,
+    "conformance": _conformance,
 }
 
 

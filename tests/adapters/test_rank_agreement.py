@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import re
 
 import numpy as np
 import pytest
-from specguard.adapters import RankStep, check_ranks, snapshots
+from specguard.adapters import RankStep, check_ranks
 from specguard.adapters.ranks import HEADER, describe_rows
 
 from specguard import contracts
+from specguard.cli import main as specguard
 
 #: Four ranks at step 5, mtp_k 3; rank 2 is idle and runs a dummy decode span.
 CLEAN = (
@@ -149,5 +149,5 @@ def test_rank_violation_round_trips_through_a_snapshot(tmp_path, monkeypatch, ca
     with contracts.checking(mode="strict"), pytest.raises(contracts.ContractViolation):
         check_ranks(rows(r3={"mtp_k": 2}))
     [path] = tmp_path.glob("RankAgreement-*.json")
-    assert snapshots.run(argparse.Namespace(file=str(path), json=False)) == 1
+    assert specguard(["check", str(path)]) == 1
     assert "rank 3 runs mtp_k 2, but ranks 0, 1 and 2 run mtp_k 3" in capsys.readouterr().out

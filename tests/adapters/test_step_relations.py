@@ -33,7 +33,8 @@ def batch(seq_ids, starts, *, decode=None, drafts=None, counts=None, placeholder
         num_scheduled_tokens=np.asarray(scheduled, dtype=np.int64),
         context_lens=np.asarray(context, dtype=np.int64),
         block_tables=np.arange(n * blocks, dtype=np.int64).reshape(n, blocks),
-        token_ids=np.ones(sum(scheduled), dtype=np.int64), draft_token_ids=rows,
+        # 3 is the token verify() emits: a row re-feeding emitted positions feeds them.
+        token_ids=np.full(sum(scheduled), 3, dtype=np.int64), draft_token_ids=rows,
         num_drafts=np.asarray(counts if counts is not None else [K] * num_decode,
                               dtype=np.int64),
         draft_placeholder=placeholder)

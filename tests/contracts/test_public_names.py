@@ -13,10 +13,10 @@ CONTRACTS_API = (
     "Bool", "Boundary", "BoundaryObject", "Collect", "Config", "ConfigError", "ContractViolation",
     "DeferredViolation", "Depth", "DeviceValues", "Dim", "DraftTokens", "DrafterInput",
     "DrafterOutput", "Finding", "Index", "Mode", "ModelInput", "Rule", "ScalarField",
-    "ScheduledBatch", "SnapshotError", "Values", "VerifyOutput", "Violation", "boundary_object",
+    "ScheduledBatch", "SpecguardError", "Values", "VerifyOutput", "Violation", "boundary_object",
     "checking", "configure", "current_config", "describe", "field_docs", "fields_of",
     "flush_deferred", "json_schema", "listening", "pending_deferred", "report", "restore_config",
-    "rule", "schema_model", "structural_rule", "validate",
+    "rule", "schema_model", "structural_rule", "validate", "warn",
 )
 
 
@@ -55,6 +55,7 @@ def test_adapters_exports_guard():
 
 def test_exceptions_present_themselves_as_public():
     """Tracebacks show specguard.contracts.ContractViolation, not the private module."""
-    for error in (contracts.ContractViolation, contracts.DeferredViolation,
-                  contracts.SnapshotError, contracts.ConfigError):
+    for error in (contracts.SpecguardError, contracts.ContractViolation,
+                  contracts.DeferredViolation, contracts.ConfigError):
         assert error.__module__ == "specguard.contracts"
+    assert adapters.SnapshotError.__module__ == "specguard.adapters"

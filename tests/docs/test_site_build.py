@@ -9,10 +9,10 @@ import re
 from pathlib import Path
 
 import pytest
-from specguard.runner import _cmd_docs
 from specguard.runner import _rule_examples as examples
 
 from specguard import cli
+from specguard._cli import docs as docs_command
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
@@ -52,16 +52,16 @@ def test_find_config_walks_up_from_a_subfolder(tmp_path):
     (tmp_path / "mkdocs.yml").write_text("site_name: x\n")
     deep = tmp_path / "a" / "b"
     deep.mkdir(parents=True)
-    assert _cmd_docs.find_config(deep) == tmp_path / "mkdocs.yml"
+    assert docs_command.find_config(deep) == tmp_path / "mkdocs.yml"
 
 
 def test_build_and_serve_commands_are_strict(tmp_path):
     """Both build and serve run mkdocs strictly, on the config found."""
     parser = argparse.ArgumentParser()
-    _cmd_docs.add_arguments(parser)
+    docs_command.add_arguments(parser)
     config = tmp_path / "mkdocs.yml"
-    build = _cmd_docs.mkdocs_command(parser.parse_args(["--site-dir", "out"]), config)
-    serve = _cmd_docs.mkdocs_command(parser.parse_args(["--serve", "--dev-addr", "h:1"]), config)
+    build = docs_command.mkdocs_command(parser.parse_args(["--site-dir", "out"]), config)
+    serve = docs_command.mkdocs_command(parser.parse_args(["--serve", "--dev-addr", "h:1"]), config)
     assert build[2:4] == ["mkdocs", "build"] and "--strict" in build
     assert build[build.index("--site-dir") + 1] == str(Path("out").resolve())
     assert serve[2:4] == ["mkdocs", "serve"] and "--strict" in serve
