@@ -66,9 +66,9 @@ def test_strict_contracts_stop_every_rank_naming_the_one_that_disagrees(fault, w
     assert all(f"stopped at step 1 by {code}" in line for line in lines.values()), lines
 
 
-@pytest.mark.parametrize("world", [2, 4])
-def test_a_violation_on_one_rank_stops_the_others_with_it(world):
+def test_a_violation_on_one_rank_stops_the_others_with_it():
     """A rank stopped by its own check (SG601) takes every rank down with SG701 naming it."""
+    world = 4
     done = run_ranks(world, "--fault", faults.SKIPPED_REJECTION_ROLLBACK, "--contracts",
                      "strict")
     assert done.returncode == main_job.EXIT_VIOLATION, done.stdout + done.stderr
@@ -81,13 +81,15 @@ def test_a_violation_on_one_rank_stops_the_others_with_it(world):
     assert ", stopped by SG601" in done.stdout
 
 
-def test_without_contracts_a_padding_disagreement_breaks_the_collective():
+@pytest.mark.parametrize(("fault", "world"), [(faults.RANK_MTP_K, 4),
+                                               (faults.RANK_LOCAL_PADDING, 2)])
+def test_without_contracts_a_padding_disagreement_breaks_the_collective(fault, world):
     """Contracts off: the mismatched exchange kills the group (gloo aborts; NCCL would hang)."""
-    done = run_ranks(4, "--fault", faults.RANK_MTP_K, "--contracts", "off")
+    done = run_ranks(world, "--fault", fault, "--contracts", "off")
     assert done.returncode == main_job.EXIT_CRASH, done.stdout + done.stderr
     assert "engine crashed at step" in done.stdout
     lines = rank_lines(done.stdout)
-    assert sorted(lines) == [0, 1, 2, 3]
+    assert sorted(lines) == list(range(world))
     assert all(" crashed at step " in line for line in lines.values()), lines
 
 
