@@ -77,6 +77,11 @@ class _Step:
         self.number = number
         n = plan.seq_ids.shape[0]
         self.advance = np.where(plan.is_decode, UNKNOWN, plan.num_scheduled).astype(np.int64)
+        # Positions a decode seq moves on besides its accepted drafts: its anchor, and
+        # whatever the engine scheduled ahead of the drafts (StepPlan.num_before_drafts).
+        self.before = np.ones(n, dtype=np.int64)
+        if plan.num_before_drafts is not None:
+            self.before[np.flatnonzero(plan.is_decode)] = plan.num_before_drafts
         self.drafted = np.zeros(n, dtype=bool)
         self.proposals = np.zeros((n, plan.mtp_k), dtype=np.int64)
 
@@ -191,7 +196,7 @@ class StepTracker:
         positions = rows_in(step.plan.seq_ids, ids)
         valid = (positions >= 0) & (accepted >= 0) & (accepted <= step.plan.mtp_k)
         valid &= step.plan.is_decode[np.maximum(positions, 0)]
-        step.advance[positions[valid]] = accepted[valid] + 1
+        step.advance[positions[valid]] = accepted[valid] + step.before[positions[valid]]
 
     def drafted(self, out: DrafterOutput) -> None:
         """Check the drafter's rows against the step in flight; remember its proposals."""
