@@ -21,6 +21,7 @@ read only under ``device_values="sync"``; otherwise the seqs concerned are not c
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from typing import Any, cast
 
 import numpy as np
@@ -145,11 +146,13 @@ class StepTracker:
             return StepLinks(np.full(ids.shape[0], UNKNOWN, dtype=np.int64))
         return StepLinks(rows_in(cast(np.ndarray, previous.seq_ids), ids))
 
-    def schedule(self, batch: ScheduledBatch | StepPlan, *, refilled: Any = None) -> StepLinks:
+    def schedule(self, batch: ScheduledBatch | StepPlan, *, refilled: Any = None,
+                 names: Sequence[str] | None = None) -> StepLinks:
         """Check ``batch`` against the previous step and make it the step in flight.
 
         ``refilled`` marks the decode rows (in decode order) whose drafts the runner takes
-        from its previous-step buffers rather than from this batch.
+        from its previous-step buffers rather than from this batch. ``names[seq_id]`` is
+        the engine's own name of a seq, prefixed to its violations.
         """
         plan = batch if isinstance(batch, StepPlan) else StepPlan.of(batch)
         if current_config().mode is Mode.OFF or plan is None or not plan.is_sound():
@@ -160,7 +163,8 @@ class StepTracker:
         rows = _refilled_rows(refilled, plan)
         if previous is not None and current_config().depth is Depth.FULL:
             build(StepTransition, _transition(previous, plan, links, rows, self.progress,
-                                              self.whole_proposals), state=previous)
+                                              self.whole_proposals), state=previous,
+                  names=names)
         if rows.any():  # the runner fills these rows completely from the previous step
             plan = dataclasses.replace(
                 plan, num_drafts=np.where(rows, plan.mtp_k, plan.num_drafts))
@@ -202,7 +206,8 @@ class StepTracker:
         """Check the drafter's rows against the step in flight; remember its proposals."""
         self.draft_rows(out.seq_ids, out.draft_token_ids)
 
-    def draft_rows(self, seq_ids: Any, draft_token_ids: Any) -> None:
+    def draft_rows(self, seq_ids: Any, draft_token_ids: Any, *,
+                   names: Sequence[str] | None = None) -> None:
         """:meth:`drafted` from the arrays alone: one row per seq of the step, in order."""
         step = self._current
         ids, drafts = host_array(seq_ids), host_array(draft_token_ids)
@@ -212,7 +217,7 @@ class StepTracker:
             return
         if current_config().depth is Depth.FULL:
             build(DraftRows, {"batch_ids": step.plan.seq_ids, "seq_ids": ids},
-                  state=self._previous)
+                  state=self._previous, names=names)
         if drafts.shape[1] != step.plan.mtp_k or not np.issubdtype(drafts.dtype, np.integer):
             return
         positions = rows_in(step.plan.seq_ids, ids)

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 from specguard.adapters._build import build
@@ -112,6 +112,7 @@ class VllmView:
             if async_scheduling:
                 tracker.progress = False
         self._ids: dict[str, int] = {}
+        self._names: dict[int, str] = {}
         self._next_id = 0
 
     def schedule(self, scheduler_output: Any, *, req_ids: Sequence[str] | None = None) -> VllmStep:
@@ -133,7 +134,8 @@ class VllmView:
                         else np.arange(len(order)),
                         _draft_width(scheduler_output, self.mtp_k))
         if self.tracker is not None:
-            self.tracker.schedule(self._plan(scheduler_output, step, drafts))
+            self.tracker.schedule(self._plan(scheduler_output, step, drafts),
+                                  names=_TrackedNames(self._names))
         return step
 
     def verified(self, step: VllmStep, sampled_token_ids: Any) -> VerifyOutput | None:
@@ -181,7 +183,8 @@ class VllmView:
             "seq_ids": _positions_like(draft_token_ids, rows),
             "draft_token_ids": draft_token_ids}, names=step.req_ids)
         if self.tracker is not None and rows == len(step.req_ids):
-            self.tracker.draft_rows(step.tracker_ids, _widen(draft_token_ids, self.mtp_k))
+            self.tracker.draft_rows(step.tracker_ids, _widen(draft_token_ids, self.mtp_k),
+                                    names=_TrackedNames(self._names))
         return out
 
     def drafter_input(self, step: VllmStep, *, target_token_ids: Any, target_positions: Any,
@@ -205,6 +208,7 @@ class VllmView:
                 number, self._next_id = self._next_id, self._next_id + 1
             kept[request] = number
         self._ids = kept
+        self._names = {number: request for request, number in kept.items()}
         return np.array([kept[r] for r in order], dtype=np.int64)
 
     def _plan(self, output: Any, step: VllmStep, drafts: Mapping[Any, Any]) -> StepPlan:
@@ -223,6 +227,26 @@ class VllmView:
             num_scheduled=step.num_scheduled, draft_token_ids=rows, num_drafts=counts,
             draft_placeholder=PLACEHOLDER if refills else None,
             num_before_drafts=np.maximum(step.num_scheduled[decode] - listed, 0))
+
+
+class _TrackedNames(Sequence[str]):
+    """Request ids by tracker id, for naming the tracker's violations: ``names[id]``."""
+
+    def __init__(self, names: dict[int, str]) -> None:
+        self._by_id = names
+        self._length = max(names, default=-1) + 1
+
+    def __len__(self) -> int:
+        return self._length
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[str]: ...
+    def __getitem__(self, index: int | slice) -> str | Sequence[str]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(self._length))]
+        return self._by_id.get(index, f"#{index}")
 
 
 def parse_version(version: str) -> tuple[int, int, int]:

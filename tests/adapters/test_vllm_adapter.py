@@ -243,7 +243,8 @@ def test_sync_drafts_carried_and_positions_continue():
 def test_sync_drafts_of_another_step_are_sg602():
     """'a' carrying drafts that were not proposed for it is SG602."""
     with pytest.raises(contracts.ContractViolation, match=re.escape(
-            "seq 0 at batch position 0: draft 0 is 5, but the previous step proposed 21")):
+            "seq 0 at batch position 0: request 'a': draft 0 is 5, but the previous step "
+            "proposed 21")):
         _tracked_steps({"a": [5, 6, 7]}, async_scheduling=False)
 
 
@@ -268,7 +269,7 @@ def test_async_placeholders_of_a_request_new_to_the_batch_are_sg603():
     with pytest.raises(contracts.ContractViolation, match=re.escape(
             "SG603 rows refilled from the previous step were in the previous forward "
             "[StepTransition.draft_token_ids, scheduler → runner]: seq 1 at batch position 1: "
-            "row is filled from the previous step's drafts")):
+            "request 'b': row is filled from the previous step's drafts")):
         _tracked_steps({"a": [-1, -1, -1], "b": [-1, -1, -1]}, async_scheduling=True)
 
 
