@@ -6,6 +6,10 @@
   :class:`~specguard.adapters.vllm.VllmView` read ATOM's and vLLM's own objects by
   duck typing (neither engine is imported);
 * :class:`~specguard.adapters.step_state.StepTracker` checks each step against the previous one;
+* :func:`install_vllm` / :func:`uninstall_vllm` (module
+  :mod:`specguard.adapters.vllm_install`) put the vLLM checks on a live
+  ``GPUModelRunner``, and :mod:`specguard.adapters.vllm_plugin` does it from vLLM's plugin
+  hook when ``SPECGUARD_MODE`` is on;
 * :mod:`specguard.adapters.snapshots` writes a violation to a file that ``specguard check``
   re-validates; :mod:`specguard.adapters.pytest_plugin` turns every guard on for a test run.
 
@@ -24,6 +28,10 @@ from specguard.adapters.step_state import StepState as StepState
 from specguard.adapters.step_state import StepTracker as StepTracker
 from specguard.adapters.vllm import VllmStep as VllmStep
 from specguard.adapters.vllm import VllmView as VllmView
+from specguard.adapters.vllm_install import UnsupportedVllm as UnsupportedVllm
+from specguard.adapters.vllm_install import install as install_vllm
+from specguard.adapters.vllm_install import installed as vllm_installed
+from specguard.adapters.vllm_install import uninstall as uninstall_vllm
 
 __all__ = [
     "AtomView",
@@ -31,11 +39,15 @@ __all__ = [
     "StepPlan",
     "StepState",
     "StepTracker",
+    "UnsupportedVllm",
     "VllmStep",
     "VllmView",
     "guard",
     "guard_runner",
     "guard_scheduler",
+    "install_vllm",
     "is_guarded",
+    "uninstall_vllm",
     "unwrap",
+    "vllm_installed",
 ]
