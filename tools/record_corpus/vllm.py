@@ -31,10 +31,11 @@ fails on a CPU machine while building the sdist's metadata)::
 
     # 1. read the sdist's URL from pip (this run fails after printing it)
     VLLM_TARGET_DEVICE=empty pip download vllm==0.11.1 --no-deps --no-binary :all: \\
-        --no-build-isolation -d /tmp/vllm-sdist -v 2>&1 | grep -o 'https://[^ ]*\\.tar\\.gz'
-    # 2. fetch that file alone, and unpack it (never pip install it)
-    pip download <URL> --no-deps --no-build-isolation -d /tmp/vllm-sdist
-    tar xzf /tmp/vllm-sdist/vllm-0.11.1.tar.gz -C /tmp
+        --no-build-isolation -d SDIST -v 2>&1 | grep -o 'https://[^ ]*\\.tar\\.gz'
+    # 2. fetch that one file, and unpack it (never pip install it)
+    curl -L -o SDIST/vllm-0.11.1.tar.gz URL      # or: pip download URL --no-deps \\
+                                                 #       --no-build-isolation -d SDIST
+    tar xzf SDIST/vllm-0.11.1.tar.gz -C SRC      # gives SRC/vllm-0.11.1/vllm/...
 
 An environment to run it in: a virtual environment with a CPU torch (the one of
 ``constraints/ci.txt``), specguard (``pip install -e .``), and the pure-Python packages
@@ -44,8 +45,8 @@ transformers tokenizers aiohttp openai pillow openai_harmony sentencepiece proto
 pyyaml prometheus_client py-cpuinfo uvloop fastapi partial-json-parser lark gguf diskcache
 llguidance xgrammar numba einops``. Then, from the repository root::
 
-    python tools/record_corpus/vllm.py /tmp/vllm-0.11.1            # every scenario
-    python tools/record_corpus/vllm.py /tmp/vllm-0.33.0 --scenario dynamic-k --out DIR
+    python tools/record_corpus/vllm.py SRC/vllm-0.11.1              # every scenario
+    python tools/record_corpus/vllm.py SRC/vllm-0.33.0 --scenario dynamic-k --out DIR
 
 Recorded with vLLM 0.11.0, 0.11.1 and 0.33.0. Each event is one hand-over, with vLLM's
 own field names: ``schedule`` (the ``SchedulerOutput`` and the runner's batch order),
