@@ -217,7 +217,7 @@ def test_plugin_entry_point_is_declared_for_vllm():
         "specguard.adapters.vllm_plugin:register"]
 
 
-def test_plugin_does_nothing_when_checks_are_off(monkeypatch):
+def test_plugin_does_nothing_when_checks_are_off():
     """SPECGUARD_MODE off: no import hook, no class patched."""
     before = list(sys.meta_path)
     with contracts.checking(mode="off"):
