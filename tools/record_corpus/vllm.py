@@ -12,11 +12,11 @@ What is vLLM's own code, imported from the source tree you point at:
   manager and block hashing, ``update_from_output`` and ``update_draft_token_ids``;
 * ``GPUModelRunner._calc_spec_decode_metadata`` (called on a stand-in runner): which
   logits are sampled and where the drafts are read;
-* ``CachedRequestState.get_token_id`` (the drafter's backup token) and, for 0.11.x,
+* ``CachedRequestState.get_token_id`` (the drafter's backup token),
   ``EagleProposer.prepare_next_token_ids_padded`` and ``prepare_inputs_padded`` (on a
-  stand-in proposer). In 0.33 these two are triton kernels, which do not run on CPU; their
-  few lines are re-expressed in torch below (``_next_token_padded_0_33``,
-  ``_inputs_padded_0_33``).
+  stand-in proposer). In 0.33 these launch triton kernels: the script runs them in
+  triton's interpreter on CPU (``TRITON_INTERPRET=1``, and ``CUDA_VISIBLE_DEVICES=""`` so
+  that vLLM does not disable triton for want of a GPU driver).
 
 What is simulated: the batch order (``InputBatch``: holes filled, then condensed), the
 token buffer (drafts written after a request's tokens, async placeholders overwritten from
@@ -76,11 +76,14 @@ from typing import Any
 _HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
 os.environ.setdefault("VLLM_USE_V2_MODEL_RUNNER", "0")
+# vLLM 0.33's spec-decode helpers are triton kernels: run them in triton's interpreter.
+os.environ.setdefault("TRITON_INTERPRET", "1")
+os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 VOCAB = 1000
@@ -485,8 +488,8 @@ class SimRunner:
             next_ids, valid_count = self._proposer_cls.prepare_next_token_ids_padded(
                 proposer, cam, sampled, requests, batch, indices, int(indices.shape[0]))
         else:
-            next_ids, valid_count = _next_token_padded_0_33(
-                self._get_token_id, sampled, requests, batch, torch.from_numpy(discard))
+            next_ids, valid_count = self._proposer_cls.prepare_next_token_ids_padded(
+                proposer, sampled, requests, batch, torch.from_numpy(discard))
         if metadata is None:
             last = None
             target_ids, target_pos = input_ids[:total], positions[:total]
@@ -495,7 +498,8 @@ class SimRunner:
                 cam, _, last = self._proposer_cls.prepare_inputs_padded(
                     proposer, cam, metadata, valid_count)
             else:
-                last = _inputs_padded_0_33(metadata, valid_count, query_start_loc)
+                cam, last, _ = self._proposer_cls.prepare_inputs_padded(
+                    proposer, cam, metadata, valid_count)
             target_ids, target_pos = input_ids[:total], positions[:total]
         k = int(getattr(so, "num_spec_tokens_to_schedule", 0) or self.mtp_k)
         fields: dict[str, Any] = {
@@ -556,32 +560,6 @@ def _rejection_rows(predictions: list[int], num_drafts: np.ndarray, metadata: An
         at += nd + 1
         d_at += nd
     return out
-
-
-def _next_token_padded_0_33(get_token_id: Any, sampled: torch.Tensor, requests: dict[str, Any],
-                            batch: Any, discard: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """vLLM 0.33 prepare_next_token_ids_padded: its backup ids, then its triton kernel
-    ``eagle_prepare_next_token_padded_kernel`` re-expressed in torch (no triton on CPU)."""
-    backup = torch.tensor([
-        requests[batch.req_ids[i]].get_token_id(int(batch.num_tokens_no_spec[i]) - 1)
-        for i in range(batch.num_reqs)], dtype=torch.int32)
-    valid = (sampled != -1) & (sampled < batch.vocab_size)
-    count = valid.sum(1).to(torch.int32)
-    index = torch.where(valid, torch.arange(sampled.shape[1]), -1).max(1).values
-    last = sampled.gather(1, index.clamp(min=0).unsqueeze(1)).squeeze(1)
-    next_ids = torch.where(count > 0, last, backup)
-    next_ids = torch.where(discard, backup, next_ids).to(torch.int32)
-    count = torch.where(discard, 0, count).to(torch.int32)
-    return next_ids, count
-
-
-def _inputs_padded_0_33(metadata: Any, valid_count: torch.Tensor,
-                        query_start_loc: torch.Tensor) -> torch.Tensor:
-    """vLLM 0.33 ``eagle_prepare_inputs_padded_kernel`` re-expressed in torch."""
-    cu = metadata.cu_num_draft_tokens
-    num_drafts = torch.cat([cu[:1], cu[1:] - cu[:-1]])
-    rejected = torch.where(num_drafts > 0, num_drafts + 1 - valid_count, 0)
-    return (query_start_loc[1:] - 1 - rejected).to(torch.int32)
 
 
 def _schedule_fields(so: Any, order: list[str]) -> dict[str, Any]:
