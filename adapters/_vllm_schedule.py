@@ -56,7 +56,9 @@ def _tail(schedule: VllmSchedule, values: Values) -> Finding | None:
     drafts and at least one token before them. More is valid: vLLM 0.11.x schedules the
     drafts proposed for a discarded prefill chunk with the final chunk
     (``num_scheduled = remaining prompt + len(drafts)``), and the runner verifies them
-    against the last prompt token. Fewer reads another request's tokens."""
+    against the last prompt token. Fewer reads another request's tokens: Model Runner V2
+    (0.33.0, ``prepare_inputs``) asserts the same bound before placing logits rows at the
+    end of each query."""
     drafts, scheduled = schedule.num_listed_drafts, schedule.num_scheduled_tokens
     bad = (drafts > 0) & (scheduled < drafts + 1)
     return values.any_true(bad, lambda i: Finding(
