@@ -35,6 +35,8 @@ gives its verdict without copying the tables.
 
 from __future__ import annotations
 
+from itertools import compress, repeat
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -55,6 +57,7 @@ from specguard.contracts.ops import is_int
 __all__ = ["LAYOUTS", "AtomLayout", "AtomView"]
 
 _SUBJECT = "ATOM ScheduledBatch"
+_FIRST = itemgetter(0)
 
 
 #: The runner versions the view models, by the ATOM change that separates them.
@@ -219,13 +222,25 @@ def _ids(req_ids: Any) -> Any:
     """
     if not isinstance(req_ids, list | tuple):
         return req_ids
-    if all(is_int(i) for i in req_ids):
-        return np.asarray(req_ids, dtype=np.int64).reshape(len(req_ids))
+    return _int_vector(req_ids)
+
+
+def _int_vector(values: list[Any] | tuple[Any, ...]) -> Any:
+    """``values`` as a vector in one C-level pass: int64 when they are integers that fit,
+    else numpy's own dtype (``object`` for ids beyond int64, which the contract then
+    reports for the field), or ``values`` itself when numpy cannot make a vector of them.
+    """
+    if not values:
+        return np.zeros(0, dtype=np.int64)
     try:
-        ids = np.asarray(req_ids)
+        ids = np.asarray(values)
     except (TypeError, ValueError, OverflowError):
-        return req_ids
-    return ids if ids.ndim == 1 and ids.shape[0] == len(req_ids) else req_ids
+        return values
+    if ids.ndim != 1 or ids.shape[0] != len(values):
+        return values
+    if ids.dtype.kind == "u":  # Python ints beyond int64 only: numpy chose uint64 for them
+        return ids.astype(object) if ids.shape[0] and ids.max() >= 2**63 else ids.astype(np.int64)
+    return ids.astype(np.int64, copy=False) if ids.dtype.kind == "i" else ids
 
 
 def _links(tracker: StepTracker | None, seq_ids: Any) -> StepLinks:
@@ -333,14 +348,14 @@ def _block_summary(tables: Any, context: Any, block_size: int) -> Any:
     if not isinstance(tables, list | tuple) or lens is None or lens.ndim != 1 \
             or not np.issubdtype(lens.dtype, np.integer):
         return tables
-    if not all(isinstance(t, list | tuple) for t in tables):
+    if not all(map(isinstance, tables, repeat((list, tuple)))):
         return tables
     n = len(tables)
     needed = -(-lens[:n].astype(np.int64) // max(block_size, 1))
     needed = np.concatenate([needed, np.ones(max(n - needed.shape[0], 0), dtype=np.int64)])
     try:
         lengths = np.fromiter(map(len, tables), dtype=np.int64, count=n)
-        first = np.fromiter((t[0] if t else -1 for t in tables), dtype=np.int64, count=n)
+        first = _first_blocks(tables, lengths)
     except (TypeError, ValueError, OverflowError):
         return tables  # not block ids: the contract reports the list for what it is
     covered = (lengths >= np.maximum(needed, 1)) & (first >= 0)
@@ -351,6 +366,18 @@ def _block_summary(tables: Any, context: Any, block_size: int) -> Any:
     return np.broadcast_to(column[:, None], (n, width))
 
 
+def _first_blocks(tables: list[Any] | tuple[Any, ...], lengths: np.ndarray) -> np.ndarray:
+    """Each table's first block id, -1 for an empty table: C-level passes, no Python loop
+    (the tables are ATOM's own lists; only their first entries are read)."""
+    filled = lengths > 0
+    if filled.all():
+        return np.fromiter(map(_FIRST, tables), dtype=np.int64, count=len(tables))
+    first = np.full(len(tables), -1, dtype=np.int64)
+    first[filled] = np.fromiter(map(_FIRST, compress(tables, filled.tolist())),
+                                dtype=np.int64, count=int(filled.sum()))
+    return first
+
+
 def _state_slots(groups: Any, per_req_state: bool | None) -> Any:
     """``per_req_cache_groups`` as per-seq slots, or None when the model has no such state."""
     if groups is None:
@@ -358,10 +385,15 @@ def _state_slots(groups: Any, per_req_state: bool | None) -> Any:
     if isinstance(groups, list | tuple):
         if not groups and not per_req_state:
             return None
-        if all(is_int(g) for g in groups):
-            return np.asarray(groups, dtype=np.int64).reshape(len(groups))
+        if _plain_ints(groups) or all(is_int(g) for g in groups):
+            return _int_vector(groups)
         return groups
     return groups if per_req_state is not False else None
+
+
+def _plain_ints(values: list[Any] | tuple[Any, ...]) -> bool:
+    """Whether every value is a Python ``int`` (not a bool): one C-level pass."""
+    return set(map(type, values)) <= {int}
 
 
 def _layout(batch: Any, mtp_k: int, seq_ids: Any, links: StepLinks,
