@@ -16,8 +16,8 @@ not checked).
 
 from __future__ import annotations
 
-from collections import OrderedDict
-from dataclasses import dataclass, field
+from collections import deque
+from itertools import repeat
 
 import numpy as np
 
@@ -26,85 +26,100 @@ __all__ = ["SeqMemory"]
 UNKNOWN = -1
 
 
-@dataclass
-class _Seq:
-    end: int = UNKNOWN
-    """The seq's next position: where its last known step left it, or -1."""
-    base: int = UNKNOWN
-    """Position of ``emitted[0]``, or -1 while nothing was emitted."""
-    emitted: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-    """Emitted tokens from ``base`` on; -1 where a position is not known."""
-
-
 class SeqMemory:
-    """Per-seq progress and emitted tokens, keyed by seq id, least recently seen dropped."""
+    """Per-seq progress and emitted tokens, keyed by seq id, least recently seen dropped.
+
+    ``_ends`` holds every remembered seq in recency order (a dict keeps insertion order,
+    and a seq seen again is moved to its end), with its next position or -1; ``_emitted``
+    holds ``(base, tokens)`` for the seqs the verifier emitted tokens for. Both are
+    plain dicts so that a whole batch is looked up and recorded in C-level passes.
+    """
 
     def __init__(self, limit: int = 1 << 16) -> None:
         self.limit = limit
-        self._seqs: OrderedDict[int, _Seq] = OrderedDict()
+        self._ends: dict[int, int] = {}
+        self._emitted: dict[int, tuple[int, np.ndarray]] = {}
 
     def __len__(self) -> int:
-        return len(self._seqs)
+        return len(self._ends)
 
     def clear(self) -> None:
         """Forget every seq."""
-        self._seqs.clear()
+        self._ends.clear()
+        self._emitted.clear()
 
-    def _entry(self, seq_id: int) -> _Seq:
-        entry = self._seqs.get(seq_id)
-        if entry is None:
-            entry = self._seqs[seq_id] = _Seq()
-            if len(self._seqs) > self.limit:
-                self._seqs.popitem(last=False)
-        else:
-            self._seqs.move_to_end(seq_id)
-        return entry
+    def _touch(self, seq_id: int, end: int) -> None:
+        """Make ``seq_id`` the most recently seen seq with next position ``end``, dropping
+        the least recently seen one when a new seq takes the memory past its limit."""
+        known = self._ends.pop(seq_id, None) is not None
+        self._ends[seq_id] = end
+        if not known and len(self._ends) > self.limit:
+            self._forget(next(iter(self._ends)))
+
+    def _forget(self, seq_id: int) -> None:
+        del self._ends[seq_id]
+        self._emitted.pop(seq_id, None)
 
     def ends(self, seq_ids: np.ndarray) -> np.ndarray:
         """Each seq's next position, or -1 when it is not known."""
-        out = np.full(seq_ids.shape[0], UNKNOWN, dtype=np.int64)
-        for i, seq_id in enumerate(seq_ids.tolist()):
-            entry = self._seqs.get(seq_id)
-            if entry is not None:
-                out[i] = entry.end
-        return out
+        return np.fromiter(map(self._ends.get, seq_ids.tolist(), repeat(UNKNOWN)),
+                           dtype=np.int64, count=seq_ids.shape[0])
 
     def advance(self, seq_ids: np.ndarray, starts: np.ndarray, advance: np.ndarray) -> None:
         """Record where a step left each seq: ``start + advance``, or unknown (-1)."""
         ends = np.where((advance >= 0) & (starts >= 0), starts + advance, UNKNOWN)
-        for seq_id, end in zip(seq_ids.tolist(), ends.tolist(), strict=True):
-            self._entry(seq_id).end = end
+        ids, values = seq_ids.tolist(), ends.tolist()
+        before = len(self._ends)
+        known = sum(map(self._ends.__contains__, ids))
+        if before + len(ids) - known > self.limit:  # seqs to drop on the way: in batch order
+            self._touch_each(ids, values)
+            return
+        # Every seq moves to the recent end in batch order, as one at a time would.
+        deque(map(self._ends.pop, ids, repeat(None)), maxlen=0)
+        repeated_known = before - len(self._ends) != known
+        self._ends.update(zip(ids, values))
+        if repeated_known or len(self._ends) != before + len(ids) - known:
+            self._touch_each(ids, values)  # a repeated id: its last occurrence is its place
+
+    def _touch_each(self, ids: list[int], ends: list[int]) -> None:
+        for seq_id, end in zip(ids, ends, strict=True):
+            self._touch(seq_id, end)
 
     def emitted(self, seq_id: int, position: int, tokens: np.ndarray) -> None:
         """Record ``tokens`` as emitted for ``seq_id`` from ``position`` on."""
         if position < 0 or tokens.shape[0] == 0:
             return
-        entry = self._entry(seq_id)
-        if entry.base < 0:
-            entry.base = position
-        if position < entry.base:  # an earlier position than any known: re-base
-            pad = np.full(entry.base - position, UNKNOWN, dtype=np.int64)
-            entry.emitted = np.concatenate([pad, entry.emitted])
-            entry.base = position
-        stop = position - entry.base + tokens.shape[0]
-        if stop > entry.emitted.shape[0]:
+        self._touch(seq_id, self._ends.get(seq_id, UNKNOWN))
+        if seq_id not in self._ends:
+            return  # a memory of no seqs at all
+        base, emitted = self._emitted.get(seq_id, (UNKNOWN, np.zeros(0, dtype=np.int64)))
+        if base < 0:
+            base = position
+        if position < base:  # an earlier position than any known: re-base
+            pad = np.full(base - position, UNKNOWN, dtype=np.int64)
+            emitted = np.concatenate([pad, emitted])
+            base = position
+        stop = position - base + tokens.shape[0]
+        if stop > emitted.shape[0]:
             grown = np.full(stop, UNKNOWN, dtype=np.int64)
-            grown[: entry.emitted.shape[0]] = entry.emitted
-            entry.emitted = grown
-        entry.emitted[position - entry.base:stop] = tokens
+            grown[: emitted.shape[0]] = emitted
+            emitted = grown
+        emitted[position - base:stop] = tokens
+        self._emitted[seq_id] = (base, emitted)
 
     def first_mismatch(self, seq_id: int, start: int,
                        tokens: np.ndarray) -> tuple[int, int, int] | None:
         """The first position in ``[start, start + len(tokens))`` whose token differs from
         the one emitted there, as ``(position, fed, emitted)``; None when all agree."""
-        entry = self._seqs.get(seq_id)
-        if entry is None or entry.base < 0 or start < 0:
+        entry = self._emitted.get(seq_id)
+        if entry is None or start < 0:
             return None
-        lo = max(start, entry.base)
-        hi = min(start + tokens.shape[0], entry.base + entry.emitted.shape[0])
+        base, emitted = entry
+        lo = max(start, base)
+        hi = min(start + tokens.shape[0], base + emitted.shape[0])
         if lo >= hi:
             return None
-        known = entry.emitted[lo - entry.base:hi - entry.base]
+        known = emitted[lo - base:hi - base]
         fed = tokens[lo - start:hi - start]
         bad = np.flatnonzero((known >= 0) & (fed != known))
         if bad.shape[0] == 0:
