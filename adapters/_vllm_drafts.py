@@ -18,22 +18,23 @@ from specguard.adapters._build import build, made
 from specguard.contracts import DraftTokens
 from specguard.contracts.ops import PLACEHOLDER, is_int
 
-__all__ = ["PLACEHOLDER", "draft_tokens", "listed_rows"]
+__all__ = ["PLACEHOLDER", "dense_drafts", "draft_tokens", "listed_rows"]
 
 def draft_tokens(order: Sequence[str], drafts: Mapping[Any, Any], *, mtp_k: int,
-                 vocab_size: int, placeholders: bool) -> DraftTokens:
+                 vocab_size: int, placeholders: bool,
+                 listed: tuple[list[int], np.ndarray | None] | None = None) -> DraftTokens:
     """One row per request with drafts, in batch order (seq id = batch position).
 
     ``placeholders`` allows trailing ``-1`` slots (counted out of ``num_drafts``): vLLM's
-    async placeholders, and from 0.33 the slots the runner clamps before embedding."""
-    position = {request: i for i, request in enumerate(order)}
-    decode = sorted(position[r] for r in drafts if r in position)
-    rows = None if len(decode) != len(drafts) else _dense(
-        [drafts[order[p]] for p in decode], mtp_k)
+    async placeholders, and from 0.33 the slots the runner clamps before embedding.
+    ``listed`` is :func:`dense_drafts` of the same arguments, when the caller has it."""
+    decode, rows = listed if listed is not None else dense_drafts(order, drafts, mtp_k)
     if rows is None:
-        listed = {position.get(r, r): _real(d, placeholders) for r, d in drafts.items()}
+        position = dict(zip(order, range(len(order))))
+        decode = sorted(position[r] for r in drafts if r in position)
+        listed_by = {position.get(r, r): _real(d, placeholders) for r, d in drafts.items()}
         return made(lambda: DraftTokens.from_mapping(
-            decode, listed, mtp_k=mtp_k, vocab_size=vocab_size, placeholder=0), names=order)
+            decode, listed_by, mtp_k=mtp_k, vocab_size=vocab_size, placeholder=0), names=order)
     counts = np.full(rows.shape[0], mtp_k, dtype=np.int64)
     if placeholders:
         trailing = np.cumprod(rows[:, ::-1] == PLACEHOLDER, axis=1).sum(axis=1)
@@ -45,16 +46,37 @@ def draft_tokens(order: Sequence[str], drafts: Mapping[Any, Any], *, mtp_k: int,
         "num_drafts": counts}, names=order)
 
 
+def dense_drafts(order: Sequence[str], drafts: Mapping[Any, Any],
+                 mtp_k: int) -> tuple[list[int], np.ndarray | None]:
+    """The batch positions of the requests with drafts, sorted, and their drafts as listed
+    (placeholders kept) as one ``(n, mtp_k)`` array; the array is None unless every
+    request with drafts is in ``order`` and lists exactly ``mtp_k`` integers.
+
+    C-level passes only: dict lookups by ``map`` and one ``np.array`` of the lists.
+    """
+    if not drafts:
+        return [], np.zeros((0, mtp_k), dtype=np.int64)
+    if len(drafts) == len(order) and tuple(drafts) == tuple(order):
+        return list(range(len(order))), _dense(list(drafts.values()), mtp_k)
+    position = dict(zip(order, range(len(order))))
+    found = list(map(position.get, drafts))
+    if None in found:  # drafts for a request that is not scheduled
+        return sorted(p for p in found if p is not None), None
+    decode = sorted(found)
+    return decode, _dense(list(map(drafts.__getitem__, map(order.__getitem__, decode))), mtp_k)
+
+
 def _dense(lists: list[Any], mtp_k: int) -> np.ndarray | None:
     """The lists as a ``(n, mtp_k)`` integer array, or None when they are not exactly that."""
     if not lists:
         return np.zeros((0, mtp_k), dtype=np.int64)
-    if not all(type(d) is list and len(d) == mtp_k for d in lists):
+    if set(map(type, lists)) != {list}:
         return None
     try:
         rows = np.array(lists)
     except (TypeError, ValueError, OverflowError):
         return None
+    # Lists of another length are ragged (ValueError) or another shape.
     if rows.dtype.kind != "i" or rows.shape != (len(lists), mtp_k):
         return None
     return rows.astype(np.int64, copy=False)

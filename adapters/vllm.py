@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import repeat
 from typing import Any, overload
 
 import numpy as np
@@ -33,7 +34,7 @@ from specguard.adapters._build import build
 from specguard.adapters._host import host_array
 from specguard.adapters._step_rules import VerifyRows
 from specguard.adapters._vllm_drafter import drafter_fields
-from specguard.adapters._vllm_drafts import draft_tokens, listed_rows
+from specguard.adapters._vllm_drafts import dense_drafts, draft_tokens, listed_rows
 from specguard.adapters._vllm_schedule import VllmSchedule
 from specguard.adapters.step_tracker import StepPlan, StepTracker
 from specguard.contracts import (
@@ -122,20 +123,22 @@ class VllmView:
         counts = _mapping(scheduler_output, "num_scheduled_tokens")
         drafts = _mapping(scheduler_output, "scheduled_spec_decode_tokens")
         order = tuple(req_ids) if req_ids is not None else tuple(counts)
-        scheduled = _counts([counts.get(r) for r in order], order)
-        listed = np.array([_length(drafts.get(r)) for r in order], dtype=np.int64)
+        scheduled = _counts(_in_order(counts, order), order)
+        listed = _listed_counts(drafts, order)
         build(VllmSchedule, {
             "num_tokens": getattr(scheduler_output, "total_num_scheduled_tokens", None),
             "seq_ids": np.arange(len(order)), "num_scheduled_tokens": scheduled,
             "num_listed_drafts": listed}, names=order)
+        dense = dense_drafts(order, drafts, self.mtp_k)
         rows = draft_tokens(order, drafts, mtp_k=self.mtp_k, vocab_size=self.vocab_size,
-                            placeholders=self.async_scheduling or self.masks_placeholders)
+                            placeholders=self.async_scheduling or self.masks_placeholders,
+                            listed=dense)
         step = VllmStep(order, scheduled, listed, rows,
                         self._stable_ids(order) if self.tracker is not None
                         else np.arange(len(order)),
                         _draft_width(scheduler_output, self.mtp_k))
         if self.tracker is not None:
-            self.tracker.schedule(self._plan(scheduler_output, step, drafts),
+            self.tracker.schedule(self._plan(scheduler_output, step, drafts, dense),
                                   names=_TrackedNames(self._names))
         return step
 
@@ -202,6 +205,19 @@ class VllmView:
 
     def _stable_ids(self, order: tuple[str, ...]) -> np.ndarray:
         """Integer ids that stay the same while a request stays in consecutive batches."""
+        if len(set(order)) != len(order):
+            return self._stable_ids_one_by_one(order)  # a request twice in the batch
+        numbers = np.fromiter(map(self._ids.get, order, repeat(-1)), dtype=np.int64,
+                              count=len(order))
+        new = numbers < 0
+        numbers[new] = np.arange(self._next_id, self._next_id + int(new.sum()))
+        self._next_id += int(new.sum())
+        listed = numbers.tolist()
+        self._ids = dict(zip(order, listed))
+        self._names = dict(zip(listed, order))
+        return numbers
+
+    def _stable_ids_one_by_one(self, order: tuple[str, ...]) -> np.ndarray:
         kept: dict[str, int] = {}
         for request in order:
             number = self._ids.get(request)
@@ -212,9 +228,15 @@ class VllmView:
         self._names = {number: request for request, number in kept.items()}
         return np.array([kept[r] for r in order], dtype=np.int64)
 
-    def _plan(self, output: Any, step: VllmStep, drafts: Mapping[Any, Any]) -> StepPlan:
+    def _plan(self, output: Any, step: VllmStep, drafts: Mapping[Any, Any],
+              dense: tuple[list[int], np.ndarray | None]) -> StepPlan:
         decode = np.flatnonzero(step.num_draft_tokens > 0)
-        rows = listed_rows([drafts.get(step.req_ids[p]) for p in decode.tolist()], self.mtp_k)
+        positions, listed_dense = dense
+        if listed_dense is not None and decode.tolist() == positions:
+            rows = listed_dense  # the drafts as listed, read once by dense_drafts
+        else:
+            rows = listed_rows([drafts.get(step.req_ids[p]) for p in decode.tolist()],
+                               self.mtp_k)
         listed = step.num_draft_tokens[decode]
         # A runner that masks -1 slots needs no previous-step row for them (no SG603), and
         # its -1 slots are not drafts to compare with the proposals (SG602).
@@ -316,9 +338,20 @@ def _mapping(output: Any, name: str) -> Mapping[Any, Any]:
     return {}
 
 
+def _in_order(counts: Mapping[Any, Any], order: tuple[str, ...]) -> list[Any]:
+    """``counts[r]`` (None when absent) for each request of ``order``: one C-level pass, or
+    none when ``order`` is the dict's own order."""
+    if len(counts) == len(order) and tuple(counts) == order:
+        return list(counts.values())
+    return list(map(counts.get, order))
+
+
 def _counts(values: list[Any], order: tuple[str, ...]) -> np.ndarray:
-    if all(type(v) is int for v in values):
-        return np.array(values, dtype=np.int64).reshape(len(values))
+    if set(map(type, values)) <= {int}:
+        try:
+            return np.array(values, dtype=np.int64).reshape(len(values))
+        except OverflowError:
+            pass  # a count beyond int64: reported one by one
     return np.array([_count(v, r) for v, r in zip(values, order, strict=True)], dtype=np.int64)
 
 
@@ -330,6 +363,18 @@ def _count(value: Any, request: str) -> int:
             f"request {request!r}: scheduled token count {value!r} is not an integer",
             "num_scheduled_tokens"))], boundary=Boundary.SCHEDULE.value)
     return 0
+
+
+def _listed_counts(drafts: Mapping[Any, Any], order: tuple[str, ...]) -> np.ndarray:
+    """``len(drafts[r])`` per request of ``order``, 0 when it has none: C-level passes, or
+    one request at a time when some entry has no length."""
+    if not drafts:
+        return np.zeros(len(order), dtype=np.int64)
+    try:
+        return np.fromiter(map(len, map(drafts.get, order, repeat(()))), dtype=np.int64,
+                           count=len(order))
+    except TypeError:  # None or a value without a length: counted as no drafts
+        return np.array([_length(drafts.get(r)) for r in order], dtype=np.int64)
 
 
 def _length(drafts: Any) -> int:
@@ -356,10 +401,17 @@ def _computed(output: Any, order: tuple[str, ...]) -> np.ndarray:
     cached = getattr(output, "scheduled_cached_reqs", None)
     ids = _listed(getattr(cached, "req_ids", None))
     values = _listed(getattr(cached, "num_computed_tokens", None))
-    for request, value in zip(ids, values, strict=False):
-        if is_int(value) and isinstance(request, str):
-            computed[request] = int(value)
-    return np.array([computed.get(r, -1) for r in order], dtype=np.int64)
+    if set(map(type, ids)) <= {str} and set(map(type, values)) <= {int}:
+        computed.update(zip(ids, values))  # what vLLM sends: one C-level pass
+    else:
+        for request, value in zip(ids, values, strict=False):
+            if is_int(value) and isinstance(request, str):
+                computed[request] = int(value)
+    try:
+        return np.fromiter(map(computed.get, order, repeat(-1)), dtype=np.int64,
+                           count=len(order))
+    except OverflowError:
+        return np.array([computed.get(r, -1) for r in order], dtype=np.int64)
 
 
 def _listed(value: Any) -> list[Any] | tuple[Any, ...]:
