@@ -69,16 +69,16 @@ class SeqMemory:
         """Record where a step left each seq: ``start + advance``, or unknown (-1)."""
         ends = np.where((advance >= 0) & (starts >= 0), starts + advance, UNKNOWN)
         ids, values = seq_ids.tolist(), ends.tolist()
-        before = len(self._ends)
-        known = sum(map(self._ends.__contains__, ids))
-        if before + len(ids) - known > self.limit:  # seqs to drop on the way: in batch order
-            self._touch_each(ids, values)
-            return
+        if len(self._ends) + len(ids) > self.limit:
+            known = sum(map(self._ends.__contains__, ids))
+            if len(self._ends) + len(ids) - known > self.limit:
+                self._touch_each(ids, values)  # seqs to drop on the way: in batch order
+                return
         # Every seq moves to the recent end in batch order, as one at a time would.
         deque(map(self._ends.pop, ids, repeat(None)), maxlen=0)
-        repeated_known = before - len(self._ends) != known
+        without = len(self._ends)
         self._ends.update(zip(ids, values))
-        if repeated_known or len(self._ends) != before + len(ids) - known:
+        if len(self._ends) - without != len(ids):
             self._touch_each(ids, values)  # a repeated id: its last occurrence is its place
 
     def _touch_each(self, ids: list[int], ends: list[int]) -> None:

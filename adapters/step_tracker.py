@@ -166,7 +166,7 @@ class StepTracker:
         previous = self._previous
         rows = _refilled_rows(refilled, plan)
         if previous is not None and full:
-            ends = self._memory.ends(plan.seq_ids.astype(np.int64))
+            ends = _absent_ends(self._memory, plan.seq_ids, links.prev_rows)
             build(StepTransition, _transition(previous, plan, links, rows, self.progress,
                                               self.whole_proposals, ends), state=previous,
                   names=names)
@@ -270,6 +270,16 @@ def _remember(memory: SeqMemory, state: StepState) -> None:
     ids, starts, advance = arrays
     if ids is not None and starts is not None and advance is not None:
         memory.advance(ids.astype(np.int64), starts.astype(np.int64), advance.astype(np.int64))
+
+
+def _absent_ends(memory: SeqMemory, seq_ids: np.ndarray, prev_rows: np.ndarray) -> np.ndarray:
+    """Where the memory last left each seq that was not in the previous forward; -1 for
+    the others, whose resume point the previous step itself gives (only these are read)."""
+    ends = np.full(prev_rows.shape[0], UNKNOWN, dtype=np.int64)
+    absent = np.flatnonzero(prev_rows < 0)
+    if absent.shape[0]:
+        ends[absent] = memory.ends(seq_ids[absent].astype(np.int64))
+    return ends
 
 
 def _same_rows(ids: np.ndarray, values: np.ndarray) -> bool:

@@ -210,8 +210,11 @@ class VllmView:
         numbers = np.fromiter(map(self._ids.get, order, repeat(-1)), dtype=np.int64,
                               count=len(order))
         new = numbers < 0
-        numbers[new] = np.arange(self._next_id, self._next_id + int(new.sum()))
-        self._next_id += int(new.sum())
+        fresh = int(new.sum())
+        if not fresh and len(self._ids) == len(order):
+            return numbers  # the same requests as the previous batch: nothing to renumber
+        numbers[new] = np.arange(self._next_id, self._next_id + fresh)
+        self._next_id += fresh
         listed = numbers.tolist()
         self._ids = dict(zip(order, listed))
         self._names = dict(zip(listed, order))

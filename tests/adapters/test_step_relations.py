@@ -310,3 +310,26 @@ def test_device_counts_are_not_read_without_sync():
     tracker.verified(out)
     tracker.schedule(batch([5], [99]))
     assert tracker.close().advance.tolist() == [-1]
+
+
+def _skipped_for_a_step(resume_at):
+    """Seq 7 accepts 1 draft at 20 (left at 22), sits out a step beside seq 5, comes back."""
+    tracker = StepTracker()
+    tracker.schedule(batch([5, 7], [10, 20]))
+    tracker.verified(verify([5, 7], [0, 1]))
+    tracker.schedule(batch([5], [11]))
+    tracker.verified(verify([5], [0]))
+    tracker.schedule(batch([5, 7], [12, resume_at]))
+
+
+def test_a_seq_back_from_a_skipped_step_resumes_where_it_left_off():
+    """A seq absent from the previous forward is checked against its last known step."""
+    _skipped_for_a_step(22)
+
+
+def test_a_seq_back_from_a_skipped_step_elsewhere_is_sg601():
+    """Coming back two positions late after sitting out a step is SG601, naming the seq."""
+    with pytest.raises(contracts.ContractViolation, match=re.escape(
+            "seq 7 at batch position 1: starts at position 24, but its previous step (row -1) "
+            "left it at 22 (expected 22; actual 24)")):
+        _skipped_for_a_step(24)
