@@ -77,7 +77,7 @@ class SeqMemory:
         # Every seq moves to the recent end in batch order, as one at a time would.
         deque(map(self._ends.pop, ids, repeat(None)), maxlen=0)
         without = len(self._ends)
-        self._ends.update(zip(ids, values))
+        self._ends.update(zip(ids, values, strict=True))
         if len(self._ends) - without != len(ids):
             self._touch_each(ids, values)  # a repeated id: its last occurrence is its place
 

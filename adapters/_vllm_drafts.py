@@ -11,7 +11,7 @@ reports each problem by rule.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from specguard.adapters._build import build, made
@@ -30,7 +30,7 @@ def draft_tokens(order: Sequence[str], drafts: Mapping[Any, Any], *, mtp_k: int,
     ``listed`` is :func:`dense_drafts` of the same arguments, when the caller has it."""
     decode, rows = listed if listed is not None else dense_drafts(order, drafts, mtp_k)
     if rows is None:
-        position = dict(zip(order, range(len(order))))
+        position = dict(zip(order, range(len(order)), strict=True))
         decode = sorted(position[r] for r in drafts if r in position)
         listed_by = {position.get(r, r): _real(d, placeholders) for r, d in drafts.items()}
         return made(lambda: DraftTokens.from_mapping(
@@ -58,12 +58,13 @@ def dense_drafts(order: Sequence[str], drafts: Mapping[Any, Any],
         return [], np.zeros((0, mtp_k), dtype=np.int64)
     if len(drafts) == len(order) and tuple(drafts) == tuple(order):
         return list(range(len(order))), _dense(list(drafts.values()), mtp_k)
-    position = dict(zip(order, range(len(order))))
+    position = dict(zip(order, range(len(order)), strict=True))
     found = list(map(position.get, drafts))
     if None in found:  # drafts for a request that is not scheduled
         return sorted(p for p in found if p is not None), None
-    decode = sorted(found)
-    return decode, _dense(list(map(drafts.__getitem__, map(order.__getitem__, decode))), mtp_k)
+    decode = sorted(cast(list[int], found))
+    requests = map(order.__getitem__, decode)
+    return decode, _dense(list(map(drafts.__getitem__, requests)), mtp_k)
 
 
 def _dense(lists: list[Any], mtp_k: int) -> np.ndarray | None:

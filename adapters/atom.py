@@ -226,8 +226,8 @@ def _ids(req_ids: Any) -> Any:
 
 
 def _int_vector(values: list[Any] | tuple[Any, ...]) -> Any:
-    """``values`` as a vector in one C-level pass: int64 when they are integers that fit,
-    else numpy's own dtype (``object`` for ids beyond int64, which the contract then
+    """``values`` as a vector in one C-level pass: int64 when they are integers, else
+    numpy's own dtype (``object`` for integers beyond int64, which the contract then
     reports for the field), or ``values`` itself when numpy cannot make a vector of them.
     """
     if not values:
@@ -238,9 +238,14 @@ def _int_vector(values: list[Any] | tuple[Any, ...]) -> Any:
         return values
     if ids.ndim != 1 or ids.shape[0] != len(values):
         return values
-    if ids.dtype.kind == "u":  # Python ints beyond int64 only: numpy chose uint64 for them
-        return ids.astype(object) if ids.shape[0] and ids.max() >= 2**63 else ids.astype(np.int64)
-    return ids.astype(np.int64, copy=False) if ids.dtype.kind == "i" else ids
+    # int64 is what Python ints give; any other dtype is checked one by one (numpy
+    # integers of another width, ints beyond int64, uint64 mixed with ints as float64).
+    if ids.dtype != np.int64 and all(map(is_int, values)):
+        try:
+            return np.asarray(values, dtype=np.int64).reshape(len(values))
+        except OverflowError:
+            return ids.astype(object)
+    return ids
 
 
 def _links(tracker: StepTracker | None, seq_ids: Any) -> StepLinks:

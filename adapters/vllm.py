@@ -216,8 +216,8 @@ class VllmView:
         numbers[new] = np.arange(self._next_id, self._next_id + fresh)
         self._next_id += fresh
         listed = numbers.tolist()
-        self._ids = dict(zip(order, listed))
-        self._names = dict(zip(listed, order))
+        self._ids = dict(zip(order, listed, strict=True))
+        self._names = dict(zip(listed, order, strict=True))
         return numbers
 
     def _stable_ids_one_by_one(self, order: tuple[str, ...]) -> np.ndarray:
@@ -405,7 +405,7 @@ def _computed(output: Any, order: tuple[str, ...]) -> np.ndarray:
     ids = _listed(getattr(cached, "req_ids", None))
     values = _listed(getattr(cached, "num_computed_tokens", None))
     if set(map(type, ids)) <= {str} and set(map(type, values)) <= {int}:
-        computed.update(zip(ids, values))  # what vLLM sends: one C-level pass
+        computed.update(zip(ids, values, strict=False))  # what vLLM sends: one C-level pass
     else:
         for request, value in zip(ids, values, strict=False):
             if is_int(value) and isinstance(request, str):
