@@ -22,13 +22,13 @@ __all__ = ["PLACEHOLDER", "dense_drafts", "draft_tokens", "listed_rows"]
 
 def draft_tokens(order: Sequence[str], drafts: Mapping[Any, Any], *, mtp_k: int,
                  vocab_size: int, placeholders: bool,
-                 listed: tuple[list[int], np.ndarray | None] | None = None) -> DraftTokens:
+                 listed: tuple[np.ndarray, np.ndarray | None] | None = None) -> DraftTokens:
     """One row per request with drafts, in batch order (seq id = batch position).
 
     ``placeholders`` allows trailing ``-1`` slots (counted out of ``num_drafts``): vLLM's
     async placeholders, and from 0.33 the slots the runner clamps before embedding.
     ``listed`` is :func:`dense_drafts` of the same arguments, when the caller has it."""
-    decode, rows = listed if listed is not None else dense_drafts(order, drafts, mtp_k)
+    positions, rows = listed if listed is not None else dense_drafts(order, drafts, mtp_k)
     if rows is None:
         position = dict(zip(order, range(len(order)), strict=True))
         decode = sorted(position[r] for r in drafts if r in position)
@@ -42,12 +42,12 @@ def draft_tokens(order: Sequence[str], drafts: Mapping[Any, Any], *, mtp_k: int,
         rows = np.where(np.arange(mtp_k)[None, :] < counts[:, None], rows, 0)
     return build(DraftTokens, {
         "mtp_k": mtp_k, "vocab_size": vocab_size,
-        "seq_ids": np.asarray(decode, dtype=np.int64), "draft_token_ids": rows,
+        "seq_ids": positions, "draft_token_ids": rows,
         "num_drafts": counts}, names=order)
 
 
 def dense_drafts(order: Sequence[str], drafts: Mapping[Any, Any],
-                 mtp_k: int) -> tuple[list[int], np.ndarray | None]:
+                 mtp_k: int) -> tuple[np.ndarray, np.ndarray | None]:
     """The batch positions of the requests with drafts, sorted, and their drafts as listed
     (placeholders kept) as one ``(n, mtp_k)`` array; the array is None unless every
     request with drafts is in ``order`` and lists exactly ``mtp_k`` integers.
@@ -55,16 +55,17 @@ def dense_drafts(order: Sequence[str], drafts: Mapping[Any, Any],
     C-level passes only: dict lookups by ``map`` and one ``np.array`` of the lists.
     """
     if not drafts:
-        return [], np.zeros((0, mtp_k), dtype=np.int64)
+        return np.zeros(0, dtype=np.int64), np.zeros((0, mtp_k), dtype=np.int64)
     if len(drafts) == len(order) and tuple(drafts) == tuple(order):
-        return list(range(len(order))), _dense(list(drafts.values()), mtp_k)
+        return np.arange(len(order), dtype=np.int64), _dense(list(drafts.values()), mtp_k)
     position = dict(zip(order, range(len(order)), strict=True))
     found = list(map(position.get, drafts))
     if None in found:  # drafts for a request that is not scheduled
-        return sorted(p for p in found if p is not None), None
+        return np.array(sorted(p for p in found if p is not None), dtype=np.int64), None
     decode = sorted(cast(list[int], found))
     requests = map(order.__getitem__, decode)
-    return decode, _dense(list(map(drafts.__getitem__, requests)), mtp_k)
+    return np.array(decode, dtype=np.int64), _dense(list(map(drafts.__getitem__, requests)),
+                                                     mtp_k)
 
 
 def _dense(lists: list[Any], mtp_k: int) -> np.ndarray | None:

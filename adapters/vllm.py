@@ -232,10 +232,10 @@ class VllmView:
         return np.array([kept[r] for r in order], dtype=np.int64)
 
     def _plan(self, output: Any, step: VllmStep, drafts: Mapping[Any, Any],
-              dense: tuple[list[int], np.ndarray | None]) -> StepPlan:
+              dense: tuple[np.ndarray, np.ndarray | None]) -> StepPlan:
         decode = np.flatnonzero(step.num_draft_tokens > 0)
         positions, listed_dense = dense
-        if listed_dense is not None and decode.tolist() == positions:
+        if listed_dense is not None and np.array_equal(decode, positions):
             rows = listed_dense  # the drafts as listed, read once by dense_drafts
         else:
             rows = listed_rows([drafts.get(step.req_ids[p]) for p in decode.tolist()],

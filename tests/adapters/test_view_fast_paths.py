@@ -208,7 +208,8 @@ def test_vllm_dense_drafts_agree_with_one_by_one(drafts, order):
     expected_positions, expected = _dense_one_by_one(tuple(order), drafts, K)
     assert (rows is None) == (expected is None)
     if rows is not None:
-        assert positions == expected_positions and rows.tolist() == expected.tolist()
+        assert positions.tolist() == expected_positions
+        assert rows.tolist() == expected.tolist()
 
 
 @given(batches=st.lists(st.lists(st.sampled_from("abcdef"), max_size=6), max_size=6))
