@@ -36,7 +36,7 @@ def draft_tokens(order: Sequence[str], drafts: Mapping[Any, Any], *, mtp_k: int,
         return made(lambda: DraftTokens.from_mapping(
             decode, listed_by, mtp_k=mtp_k, vocab_size=vocab_size, placeholder=0), names=order)
     counts = np.full(rows.shape[0], mtp_k, dtype=np.int64)
-    if placeholders:
+    if placeholders and (rows == PLACEHOLDER).any():
         trailing = np.cumprod(rows[:, ::-1] == PLACEHOLDER, axis=1).sum(axis=1)
         counts -= trailing
         rows = np.where(np.arange(mtp_k)[None, :] < counts[:, None], rows, 0)

@@ -124,12 +124,12 @@ class VllmView:
         drafts = _mapping(scheduler_output, "scheduled_spec_decode_tokens")
         order = tuple(req_ids) if req_ids is not None else tuple(counts)
         scheduled = _counts(_in_order(counts, order), order)
-        listed = _listed_counts(drafts, order)
+        dense = dense_drafts(order, drafts, self.mtp_k)
+        listed = _listed_counts(drafts, order, dense, self.mtp_k)
         build(VllmSchedule, {
             "num_tokens": getattr(scheduler_output, "total_num_scheduled_tokens", None),
             "seq_ids": np.arange(len(order)), "num_scheduled_tokens": scheduled,
             "num_listed_drafts": listed}, names=order)
-        dense = dense_drafts(order, drafts, self.mtp_k)
         rows = draft_tokens(order, drafts, mtp_k=self.mtp_k, vocab_size=self.vocab_size,
                             placeholders=self.async_scheduling or self.masks_placeholders,
                             listed=dense)
@@ -368,11 +368,17 @@ def _count(value: Any, request: str) -> int:
     return 0
 
 
-def _listed_counts(drafts: Mapping[Any, Any], order: tuple[str, ...]) -> np.ndarray:
+def _listed_counts(drafts: Mapping[Any, Any], order: tuple[str, ...],
+                   dense: tuple[np.ndarray, np.ndarray | None] | None = None,
+                   mtp_k: int = 0) -> np.ndarray:
     """``len(drafts[r])`` per request of ``order``, 0 when it has none: C-level passes, or
-    one request at a time when some entry has no length."""
+    one request at a time when some entry has no length. ``dense`` is
+    :func:`dense_drafts` of the same drafts: when every request of ``order`` has its
+    ``mtp_k`` drafts there, the counts are known without reading the lists again."""
     if not drafts:
         return np.zeros(len(order), dtype=np.int64)
+    if dense is not None and dense[1] is not None and dense[0].shape[0] == len(order):
+        return np.full(len(order), mtp_k, dtype=np.int64)
     try:
         return np.fromiter(map(len, map(drafts.get, order, repeat(()))), dtype=np.int64,
                            count=len(order))
