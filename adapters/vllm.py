@@ -116,6 +116,8 @@ class VllmView:
         self._ids: dict[str, int] = {}
         self._names: dict[int, str] = {}
         self._next_id = 0
+        self._order: tuple[str, ...] | None = None  # the last batch without a repeated id
+        self._numbers = np.zeros(0, dtype=np.int64)  # and its stable ids
 
     def schedule(self, scheduler_output: Any, *, req_ids: Sequence[str] | None = None) -> VllmStep:
         """Check a ``SchedulerOutput``; ``req_ids`` is the runner's batch order (default:
@@ -205,22 +207,26 @@ class VllmView:
 
     def _stable_ids(self, order: tuple[str, ...]) -> np.ndarray:
         """Integer ids that stay the same while a request stays in consecutive batches."""
+        if order == self._order:  # the previous batch again, in the same order
+            same: np.ndarray = self._numbers.copy()
+            return same
         if len(set(order)) != len(order):
             return self._stable_ids_one_by_one(order)  # a request twice in the batch
         numbers = np.fromiter(map(self._ids.get, order, repeat(-1)), dtype=np.int64,
                               count=len(order))
         new = numbers < 0
         fresh = int(new.sum())
-        if not fresh and len(self._ids) == len(order):
-            return numbers  # the same requests as the previous batch: nothing to renumber
-        numbers[new] = np.arange(self._next_id, self._next_id + fresh)
-        self._next_id += fresh
-        listed = numbers.tolist()
-        self._ids = dict(zip(order, listed, strict=True))
-        self._names = dict(zip(listed, order, strict=True))
+        if fresh or len(self._ids) != len(order):  # else the same requests: kept as they are
+            numbers[new] = np.arange(self._next_id, self._next_id + fresh)
+            self._next_id += fresh
+            listed = numbers.tolist()
+            self._ids = dict(zip(order, listed, strict=True))
+            self._names = dict(zip(listed, order, strict=True))
+        self._order, self._numbers = order, numbers.copy()
         return numbers
 
     def _stable_ids_one_by_one(self, order: tuple[str, ...]) -> np.ndarray:
+        self._order = None
         kept: dict[str, int] = {}
         for request in order:
             number = self._ids.get(request)

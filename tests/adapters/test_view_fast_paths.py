@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from atom_engine import BLOCK_SIZE, VOCAB, decode_batch, sequence
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 from specguard.adapters import AtomView, StepTracker, VllmView
 from specguard.adapters import atom as atom_view
@@ -218,6 +218,8 @@ def test_vllm_dense_drafts_agree_with_one_by_one(drafts, order):
 
 
 @given(batches=st.lists(st.lists(st.sampled_from("abcdef"), max_size=6), max_size=6))
+@example(batches=[["a", "b"], ["a", "b"], ["b", "a"], ["a", "b", "a"], ["a", "b", "a"],
+                  ["a", "b"], ["a", "b"], ["c"]])
 def test_vllm_stable_ids_agree_with_one_by_one(batches):
     """Tracker ids over any sequence of batches, repeated requests included, are the ones
     numbered one request at a time."""
