@@ -255,7 +255,8 @@ class VllmView:
             counts = np.minimum(counts, _real_counts(step)[decode])
         return StepPlan(
             mtp_k=self.mtp_k, seq_ids=step.tracker_ids,
-            is_decode=step.num_draft_tokens > 0, starts=_computed(output, step.req_ids),
+            is_decode=step.num_draft_tokens > 0,
+            starts=_computed(output, step.req_ids, unique=self._order == step.req_ids),
             num_scheduled=step.num_scheduled, draft_token_ids=rows, num_drafts=counts,
             draft_placeholder=PLACEHOLDER if refills else None,
             num_before_drafts=np.maximum(step.num_scheduled[decode] - listed, 0))
@@ -406,17 +407,26 @@ def _rows(array: Any) -> int:
     return int(shape[0]) if shape else 0
 
 
-def _computed(output: Any, order: tuple[str, ...]) -> np.ndarray:
-    """``num_computed_tokens`` per request (new and cached), -1 where not given."""
+def _computed(output: Any, order: tuple[str, ...], *, unique: bool = False) -> np.ndarray:
+    """``num_computed_tokens`` per request (new and cached), -1 where not given.
+
+    ``unique`` says that no request is twice in ``order``: when the cached requests are
+    then exactly ``order``, their list is the answer as it stands."""
+    cached = getattr(output, "scheduled_cached_reqs", None)
+    ids = _listed(getattr(cached, "req_ids", None))
+    values = _listed(getattr(cached, "num_computed_tokens", None))
+    plain = set(map(type, ids)) <= {str} and set(map(type, values)) <= {int}
+    if unique and plain and len(values) == len(ids) == len(order) and tuple(ids) == order:
+        try:
+            return np.array(values, dtype=np.int64).reshape(len(order))
+        except OverflowError:
+            pass  # a count beyond int64: read as before
     computed: dict[str, int] = {}
     for new in _listed(getattr(output, "scheduled_new_reqs", None)):
         value, request = getattr(new, "num_computed_tokens", None), getattr(new, "req_id", None)
         if is_int(value) and isinstance(request, str):
             computed[request] = int(value)
-    cached = getattr(output, "scheduled_cached_reqs", None)
-    ids = _listed(getattr(cached, "req_ids", None))
-    values = _listed(getattr(cached, "num_computed_tokens", None))
-    if set(map(type, ids)) <= {str} and set(map(type, values)) <= {int}:
+    if plain:
         computed.update(zip(ids, values, strict=False))  # what vLLM sends: one C-level pass
     else:
         for request, value in zip(ids, values, strict=False):

@@ -266,3 +266,22 @@ def test_vllm_view_in_dict_order_and_in_runner_order_agree():
     assert given_order.num_draft_tokens.tolist() == [0, 3, 3]
     assert given_order.draft_tokens.seq_ids.tolist() == [1, 2]
     assert given_order.draft_tokens.draft_token_ids.tolist() == [[1, 2, 3], [5, 6, 7]]
+
+
+@pytest.mark.parametrize("values", [[50, 51, 52, 0], [50, True, 52, 0], [50, 2**63, 52, 0],
+                                    [50, 51, 52]])
+def test_vllm_computed_tokens_of_the_batch_in_order_agree_with_one_by_one(values):
+    """Cached requests that are exactly the batch, in order, read as the list they are;
+    a bool, an int beyond int64 or a short list take the per-request reading."""
+    output = scheduler_output({"a": [5, 6, 7], "b": [1], "c": [2]}, {"p": 4})
+    order = ("a", "b", "c", "p")
+    output.scheduled_cached_reqs.req_ids = list(order)
+    output.scheduled_cached_reqs.num_computed_tokens = values
+
+    def read(**options):
+        try:
+            return vllm_view._computed(output, order, **options).tolist()
+        except OverflowError:
+            return "OverflowError"
+
+    assert read(unique=True) == read()
