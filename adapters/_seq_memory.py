@@ -24,6 +24,7 @@ import numpy as np
 __all__ = ["SeqMemory"]
 
 UNKNOWN = -1
+_NOTHING = np.zeros(0, dtype=np.int64)  # never written: a first emission grows a new array
 
 
 class SeqMemory:
@@ -92,9 +93,8 @@ class SeqMemory:
         self._touch(seq_id, self._ends.get(seq_id, UNKNOWN))
         if seq_id not in self._ends:
             return  # a memory of no seqs at all
-        base, emitted = self._emitted.get(seq_id, (UNKNOWN, np.zeros(0, dtype=np.int64)))
-        if base < 0:
-            base = position
+        entry = self._emitted.get(seq_id)
+        base, emitted = entry if entry is not None else (position, _NOTHING)
         if position < base:  # an earlier position than any known: re-base
             pad = np.full(base - position, UNKNOWN, dtype=np.int64)
             emitted = np.concatenate([pad, emitted])

@@ -205,14 +205,19 @@ class StepTracker:
                 or not _same_rows(ids, accepted) or tokens.ndim != 2 \
                 or tokens.shape[0] != ids.shape[0] or not np.issubdtype(tokens.dtype, np.integer):
             return
+        if step.plan.seq_ids.shape[0] == 0:
+            return  # a step without seqs emitted nothing
         positions = rows_in(step.plan.seq_ids, ids)
-        for row, (at, count) in enumerate(zip(positions.tolist(), accepted.tolist(), strict=True)):
-            if at < 0 or not step.plan.is_decode[at] or not 0 <= count < tokens.shape[1]:
-                continue
-            start = int(step.plan.starts[at])
-            if start >= 0:
-                self._memory.emitted(int(ids[row]), start + 1,
-                                     tokens[row, : count + 1].astype(np.int64))
+        at = np.maximum(positions, 0)
+        starts = step.plan.starts[at]
+        # The rows that emitted tokens for a decode seq of the step, chosen in one pass.
+        rows = np.flatnonzero((positions >= 0) & step.plan.is_decode[at] & (accepted >= 0)
+                              & (accepted < tokens.shape[1]) & (starts >= 0))
+        wide = tokens[rows].astype(np.int64)
+        for row, seq_id, start, count in zip(
+                range(rows.shape[0]), ids[rows].tolist(), (starts[rows] + 1).tolist(),
+                accepted[rows].tolist(), strict=True):
+            self._memory.emitted(seq_id, start, wide[row, : count + 1])
 
     def verify_rows(self, seq_ids: Any, num_accepted: Any) -> None:
         """:meth:`verified` from the arrays alone: one row per decode seq, in batch order."""

@@ -7,7 +7,11 @@ from collections import OrderedDict
 import numpy as np
 from hypothesis import example, given
 from hypothesis import strategies as st
+from specguard.adapters import StepPlan, StepTracker
 from specguard.adapters._seq_memory import SeqMemory
+from specguard.adapters._step_plan import rows_in
+
+from specguard import contracts
 
 IDS = st.integers(0, 7)
 
@@ -84,3 +88,52 @@ def test_batch_records_match_one_seq_at_a_time(limit, ops):
             fed = np.full(24, 99, dtype=np.int64)
             assert memory.first_mismatch(seq_id, 0, fed) == reference.first_mismatch(
                 seq_id, 0, fed.tolist())
+
+
+def _emitted_one_by_one(tracker, ids, tokens, accepted):
+    """The per-row recording of emitted tokens that ``record_emitted`` does in passes."""
+    plan = tracker._current.plan
+    positions = rows_in(plan.seq_ids, ids)
+    for row, (at, count) in enumerate(zip(positions.tolist(), accepted.tolist(), strict=True)):
+        if at < 0 or not plan.is_decode[at] or not 0 <= count < tokens.shape[1]:
+            continue
+        start = int(plan.starts[at])
+        if start >= 0:
+            tracker._memory.emitted(int(ids[row]), start + 1,
+                                    tokens[row, : count + 1].astype(np.int64))
+
+
+@given(plan_rows=st.lists(st.tuples(st.booleans(), st.integers(-1, 9)), max_size=5),
+       rows=st.lists(st.tuples(IDS, st.integers(-1, 4),
+                               st.lists(st.integers(0, 9), min_size=3, max_size=3)),
+                     max_size=6))
+@example(plan_rows=[(True, -1)], rows=[(0, 0, [5, 6, 7])])
+@example(plan_rows=[(True, 2), (False, 0)], rows=[(0, 2, [5, 6, 7]), (1, 0, [1, 2, 3])])
+@example(plan_rows=[(True, 2)], rows=[(0, 1, [5, 6, 7]), (0, 0, [1, 2, 3]), (3, 0, [4, 4, 4])])
+@example(plan_rows=[(True, 2)], rows=[(0, 3, [5, 6, 7]), (0, -1, [1, 2, 3])])
+def test_emitted_tokens_recorded_in_passes_match_one_row_at_a_time(plan_rows, rows):
+    """Rows of unknown seqs, prefill seqs, unknown starts, repeated seqs and accepted counts
+    out of range are skipped or recorded exactly as one row at a time."""
+    size = len(plan_rows)
+    decode = np.array([d for d, _ in plan_rows], dtype=bool).reshape(size)
+    plan = StepPlan(2, np.arange(size, dtype=np.int64), decode,
+                    np.array([s for _, s in plan_rows], dtype=np.int64).reshape(size),
+                    np.full(size, 3, dtype=np.int64),
+                    np.zeros((int(decode.sum()), 2), dtype=np.int64),
+                    np.full(int(decode.sum()), 2, dtype=np.int64))
+    ids = np.array([i for i, _, _ in rows], dtype=np.int64).reshape(len(rows))
+    accepted = np.array([a for _, a, _ in rows], dtype=np.int64).reshape(len(rows))
+    tokens = np.array([t for _, _, t in rows], dtype=np.int32).reshape(len(rows), 3)
+    fast, slow = StepTracker(), StepTracker()
+    with contracts.checking(depth="full"):
+        for tracker in (fast, slow):
+            tracker.schedule(plan)
+    fast.record_emitted(ids, tokens, accepted)
+    _emitted_one_by_one(slow, ids, tokens, accepted)
+    every = np.arange(8, dtype=np.int64)
+    assert fast._memory.ends(every).tolist() == slow._memory.ends(every).tolist()
+    for seq_id in range(8):
+        for position in range(16):  # every emitted token, not only the first mismatch
+            fed = np.full(1, 99, dtype=np.int64)
+            assert fast._memory.first_mismatch(seq_id, position, fed) == \
+                slow._memory.first_mismatch(seq_id, position, fed)
