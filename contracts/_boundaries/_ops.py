@@ -9,9 +9,9 @@ from specguard.contracts._core._arrays import array_kind, host_value
 
 __all__ = [
     "arange_like",
-    "ceil_div",
     "clip_columns",
     "host_value",
+    "last_block",
     "number_text",
     "row_col",
     "row_entries",
@@ -21,6 +21,7 @@ __all__ = [
 
 
 _UNSIGNED = {np.dtype(np.int32): np.uint32, np.dtype(np.int64): np.uint64}
+_INT32_MAX = 2**31 - 1
 
 
 def arange_like(a: Any, n: int) -> Any:
@@ -32,12 +33,26 @@ def arange_like(a: Any, n: int) -> Any:
     return torch.arange(n, device=a.device)
 
 
-def ceil_div(a: Any, divisor: int) -> Any:
-    """``(a + divisor - 1) // divisor``; a shift (the same floor) for powers of two."""
-    size = int(divisor)
+def last_block(lengths: Any, block_size: int) -> Any:
+    """``(lengths - 1) // block_size``: the last block a context needs (-1 when empty).
+
+    ``ceil(n / size) - 1`` computed without ever going past ``n``, so int32 lengths near
+    2**31 cannot wrap (``n + size - 1`` would); a shift (the same floor) for powers of two.
+    """
+    size = int(block_size)
+    if size > _INT32_MAX:  # a divisor past the dtype's range: every length needs 1 block
+        size = min(size, _int_max(lengths))
     if size > 0 and size & (size - 1) == 0:
-        return (a + (divisor - 1)) >> (size.bit_length() - 1)
-    return (a + (divisor - 1)) // divisor
+        return (lengths - 1) >> (size.bit_length() - 1)
+    return (lengths - 1) // size
+
+
+def _int_max(a: Any) -> int:
+    if isinstance(a, np.ndarray):
+        return int(np.iinfo(a.dtype).max)
+    import torch
+
+    return int(torch.iinfo(a.dtype).max)
 
 
 def within_columns(columns: Any, width: int) -> bool:
@@ -50,7 +65,9 @@ def within_columns(columns: Any, width: int) -> bool:
     if not isinstance(columns, np.ndarray) or columns.size == 0:
         return False
     unsigned = _UNSIGNED.get(columns.dtype)
-    return unsigned is not None and bool(np.maximum.reduce(columns.view(unsigned), None) < width)
+    # A width past the signed range would let a negative column's unsigned image pass.
+    return unsigned is not None and width <= 2 ** (8 * columns.itemsize - 1) and bool(
+        np.maximum.reduce(columns.view(unsigned), None) < width)
 
 
 def clip_columns(columns: Any, width: int) -> Any:

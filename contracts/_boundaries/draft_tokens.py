@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 from specguard.contracts._boundaries._types import Array, Index
-from specguard.contracts._core._arrays import describe
+from specguard.contracts._core._arrays import describe, short_repr
 from specguard.contracts._core._contract import BoundaryObject, boundary_object
 from specguard.contracts._core._dims import DIMENSIONS
 from specguard.contracts._core._registry import Boundary, structural_rule
@@ -18,6 +18,8 @@ from specguard.contracts._core._violation import Finding
 __all__ = ["DraftTokens"]
 
 _ID_DTYPES = ("int32", "int64")
+# Seq ids name requests, not tokens: engines hand out 64-bit ids whatever the token width.
+_SEQ_ID_DTYPE = np.dtype(np.int64)
 
 
 @boundary_object(Boundary.SCHEDULE, minimums={"mtp_k": 1, "vocab_size": 1})
@@ -53,7 +55,8 @@ class DraftTokens(BoundaryObject):
     ) -> DraftTokens:
         """Dense rows from the engines' usual form: seq id → drafts, missing when none.
 
-        ``seq_ids`` lists the decode seqs in batch order; each gets exactly one row.
+        ``seq_ids`` lists the decode seqs in batch order; each gets exactly one row. They
+        are stored as int64 whatever ``dtype`` is: ``dtype`` is the width of token ids.
         ``placeholder`` fills the slots without a real draft: one id for all rows, or one
         per seq (the seq's own last token is a good choice). A seq with more than
         ``mtp_k`` drafts, or drafts for a seq not in ``seq_ids``, is a violation.
@@ -64,22 +67,22 @@ class DraftTokens(BoundaryObject):
                 f"drafts must be a mapping of seq id to drafts, got {type(drafts).__name__}",
                 "draft_token_ids", expected="Mapping[int, ids]", actual=type(drafts).__name__))])
             drafts = {}
-        ids = _int_array(seq_ids, "seq_ids", dtype)
+        ids = _int_array(seq_ids, "seq_ids", _SEQ_ID_DTYPE)
         fill = _placeholders(placeholder, ids.shape[0], dtype)
         # An invalid mtp_k is the constructor's to report (SG001/SG006), not a row problem.
         width = int(mtp_k) if _is_count(mtp_k) else 0
         try:
             rows = np.empty((ids.shape[0], width), dtype=dtype)
         except (ValueError, MemoryError) as error:  # an mtp_k no draft rows can hold
-            _report([("SG006", Finding(f"rows of mtp_k={mtp_k} cannot be allocated: {error}",
-                                       "mtp_k", expected="a usable draft count",
-                                       actual=str(mtp_k)))])
+            _report([("SG006", Finding(
+            f"rows of mtp_k={short_repr(mtp_k)} cannot be allocated: {error}", "mtp_k",
+            expected="a usable draft count", actual=short_repr(mtp_k)))])
             width, rows = 0, np.empty((ids.shape[0], 0), dtype=dtype)
         counts = np.zeros(ids.shape[0], dtype=dtype)
         findings = _fill_rows(ids, drafts, rows, counts, fill) if width else []
         findings += _strangers(ids, drafts)
         _report(findings)
-        return cls(mtp_k=mtp_k, vocab_size=vocab_size, seq_ids=ids.astype(dtype),
+        return cls(mtp_k=mtp_k, vocab_size=vocab_size, seq_ids=ids,
                    draft_token_ids=rows, num_drafts=counts)
 
 
@@ -104,8 +107,8 @@ def _id_dtype(dtype: Any) -> np.dtype[Any]:
         if resolved.name in _ID_DTYPES:
             return resolved
     _report([("SG002", Finding(
-        f"ids are stored as int32 or int64, not {dtype!r}", "draft_token_ids",
-        expected="int32|int64", actual=repr(dtype)))])
+        f"ids are stored as int32 or int64, not {short_repr(dtype)}", "draft_token_ids",
+        expected="int32|int64", actual=short_repr(dtype)))])
     return np.dtype(np.int64)
 
 
@@ -201,7 +204,8 @@ def _strangers(ids: np.ndarray, drafts: Mapping[int, Any]) -> list[tuple[str, Fi
             f"has drafts but is not a decode seq of this batch{more}", "draft_token_ids",
             seq_id=int(stranger)))]
     return [("SG114", Finding(
-        f"drafts given for key {stranger!r}, which is not a decode seq id of this batch{more}",
+        f"drafts given for key {short_repr(stranger)}, which is not a decode seq id of this "
+        f"batch{more}",
         "draft_token_ids"))]
 
 

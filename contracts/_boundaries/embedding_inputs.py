@@ -30,7 +30,8 @@ class _TokenStream(BoundaryObject):
         return position if 0 <= position < starts.shape[0] - 1 else None
 
 
-@boundary_object(Boundary.MODEL_INPUT, minimums={"vocab_size": 1, "num_slots": 1, "num_tokens": 0})
+@boundary_object(Boundary.MODEL_INPUT, minimums={
+    "vocab_size": 1, "num_slots": 1, "num_tokens": 0, "max_model_len": 1})
 class ModelInput(_TokenStream):
     """What the runner feeds the target model: flat ids, positions and KV slots."""
 
@@ -50,9 +51,13 @@ class ModelInput(_TokenStream):
     """KV-cache slot each token writes, or ``-1`` for padding."""
     query_start_loc: Index[Array, "num_seqs+1"]
     """Start of each seq's span in the flat stream, then ``num_tokens``."""
+    max_model_len: int | None = None
+    """The model's context limit (its rotary table's length), when the runner knows it:
+    every position is below it."""
 
 
-@boundary_object(Boundary.DRAFT_INPUT, minimums={"vocab_size": 1, "num_tokens": 0})
+@boundary_object(Boundary.DRAFT_INPUT, minimums={
+    "vocab_size": 1, "num_tokens": 0, "max_model_len": 1})
 class DrafterInput(_TokenStream):
     """What the MTP head embeds: shifted ids, positions and the index to sample from."""
 
@@ -70,6 +75,9 @@ class DrafterInput(_TokenStream):
     """Start of each seq's span in the flat stream, then ``num_tokens``."""
     sample_indices: Index[Array, "num_seqs"]
     """Per seq, the flat index of the token whose hidden state drafts the next token."""
+    max_model_len: int | None = None
+    """The drafter's context limit (its rotary table's length), when the runner knows it:
+    every position is below it."""
 
 
 _EMBEDDED = ("ModelInput", "DrafterInput")
@@ -105,15 +113,65 @@ def _sample_indices(obj: DrafterInput, values: Values) -> Finding | None:
         f"[{host_value(starts, i)}, {host_value(starts, i + 1)})", "sample_indices", position=i))
 
 
-@rule("SG303", "positions are non-negative",
-      boundary=Boundary.DRAFT_INPUT, applies_to=_EMBEDDED, fields={"positions"},
+@rule("SG303", "positions are within max_model_len and contiguous in each span",
+      boundary=Boundary.DRAFT_INPUT, applies_to=_EMBEDDED,
+      fields={"positions", "query_start_loc", "max_model_len"},
       bug="vLLM #21986: drafter positions beyond its max_model_len (device assert at .tolist()).")
 def _positions(obj: Any, values: Values) -> Finding | None:
     """Positions index rotary tables; a negative position wraps to the end of the table
-    in Python indexing and reads garbage on the device."""
-    positions = obj.positions
-    return values.any_true(positions < 0, lambda i: Finding(
-        f"position{value_text(positions, i)}", "positions", token=i, expected=">= 0"))
+    in Python indexing and reads garbage on the device, and one at or past
+    ``max_model_len`` (when the object carries it) reads past the table. Inside one seq's
+    span the tokens are consecutive, so each position is the previous one plus one; a
+    gap or a repeat gives a token another token's rotary phase."""
+    positions, limit = obj.positions, obj.max_model_len
+    expected = ">= 0" if limit is None else f"0 <= position < max_model_len={limit}"
+    found = values.outside(positions, 0, _NO_LIMIT if limit is None else int(limit),
+                           lambda i: Finding(f"position{value_text(positions, i)}",
+                                             "positions", token=i, expected=expected))
+    count = positions.shape[0]
+    if found or count < 2:
+        return found
+    # Both are in range now, so their difference cannot wrap.
+    steps = positions[1:] - positions[:-1]
+    starts = obj.query_start_loc
+    gaps = (steps != 1) & ~_span_starts(starts, count)[1:count] & _spans_valid(starts, count)
+    return values.any_true(gaps, lambda i: Finding(
+        f"position{value_text(positions, i + 1)} follows{number_text(positions, i)} in the "
+        "same span", "positions", token=i + 1, expected="the previous position + 1"))
+
+
+# Positions have no upper bound without max_model_len: the largest int64 stands in.
+_NO_LIMIT = 2**63 - 1
+
+
+def _spans_valid(starts: Any, count: int) -> Any:
+    """Whether the span offsets are sound (SG304's verdict), without a device sync.
+
+    Spans that SG304 rejects say nothing about where a seq's positions should restart.
+    """
+    ends = (starts[0] == 0) & (starts[-1] == count)
+    if isinstance(starts, np.ndarray):
+        return bool(ends) and not _count_nonzero(starts[1:] < starts[:-1])
+    return ends & (starts[1:] >= starts[:-1]).all()
+
+
+_count_nonzero = np.count_nonzero
+
+
+def _span_starts(starts: Any, count: int) -> Any:
+    """A mask over ``count + 1`` token slots, True where a span begins.
+
+    Offsets are clipped into range first: SG304 judges them, and a wrong one must not
+    turn into an IndexError here.
+    """
+    if isinstance(starts, np.ndarray):
+        mask = np.zeros(count + 1, dtype=bool)
+        mask[np.clip(starts, 0, count)] = True
+        return mask
+    import torch
+
+    mask = torch.zeros(count + 1, dtype=torch.bool, device=starts.device)
+    return mask.index_fill_(0, starts.clamp(0, count).long(), True)
 
 
 @rule("SG304", "query_start_loc runs from 0 to num_tokens without going back",

@@ -12,7 +12,22 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["array_kind", "describe", "dtype_name", "host_value", "is_host", "torch_module"]
+__all__ = [
+    "array_kind",
+    "describe",
+    "dtype_name",
+    "host_value",
+    "int_text",
+    "is_host",
+    "short_repr",
+    "torch_module",
+]
+
+#: Longest text a message quotes from a value; the rest is elided with its length.
+TEXT_LIMIT = 60
+# Past this many bits an integer's decimal form is long (and past ~14,000 bits Python
+# refuses to write it at all): messages give its sign and size instead.
+_INT_BITS_LIMIT = 128
 
 _SHORT_DTYPES = {
     "int8": "i8",
@@ -43,7 +58,9 @@ def array_kind(value: object) -> str | None:
         return None if isinstance(value, np.ma.MaskedArray) else "numpy"
     torch = torch_module()
     if torch is not None and isinstance(value, torch.Tensor):
-        return "torch"
+        # Sparse (and other non-strided) layouts store only some entries: reductions
+        # skip the rest, and most value operations do not exist for them at all.
+        return "torch" if value.layout is torch.strided else None
     return None
 
 
@@ -69,12 +86,36 @@ def host_value(a: Any, flat_index: int) -> int | None:
     return int(flat[flat_index])
 
 
+def int_text(value: int) -> str:
+    """``str(value)``, or its sign and size when the decimal form would be huge."""
+    number = int(value)
+    bits = number.bit_length()
+    if bits <= _INT_BITS_LIMIT:
+        return str(number)
+    return f"{'-' if number < 0 else ''}<integer of {bits} bits>"
+
+
+def short_repr(value: object, limit: int = TEXT_LIMIT) -> str:
+    """``repr(value)``, cut to ``limit`` characters for strings and bytes, sized for ints."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return int_text(value)
+    if isinstance(value, str | bytes) and len(value) > limit:
+        unit = "characters" if isinstance(value, str) else "bytes"
+        return f"{value[:limit]!r}... ({len(value)} {unit})"
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}..."
+
+
 def describe(value: object) -> str:
     """A compact summary, never the values: ``i32[127,3]``, ``i64[8]@cuda:0``, ``list``."""
     kind = array_kind(value)
     if kind is None:
         if value is None or isinstance(value, bool | int | float | str):
-            return repr(value)
+            return short_repr(value)
+        layout = getattr(value, "layout", None)
+        torch = torch_module()
+        if torch is not None and isinstance(value, torch.Tensor) and layout is not None:
+            return f"{str(layout).removeprefix('torch.')} tensor"
         return type(value).__name__
     array: Any = value
     name = dtype_name(array)

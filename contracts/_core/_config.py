@@ -17,7 +17,9 @@ import enum
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
+from typing import TypeVar
 
+from specguard.contracts._core._arrays import short_repr
 from specguard.contracts._core._errors import ConfigError
 
 __all__ = [
@@ -29,6 +31,7 @@ __all__ = [
     "checking",
     "configure",
     "current",
+    "parse_setting",
 ]
 
 
@@ -85,7 +88,11 @@ _ENV_FIELDS: Mapping[str, tuple[str, type[enum.Enum]]] = {
 }
 
 
-def _parse(enum_type: type[enum.Enum], value: object, source: str) -> enum.Enum:
+E = TypeVar("E", bound=enum.Enum)
+
+
+def parse_setting(enum_type: type[E], value: object, source: str) -> E:
+    """``value`` as a member of ``enum_type`` (any case, spaces trimmed); ConfigError if not."""
     if isinstance(value, enum_type):
         return value
     allowed = ", ".join(repr(m.value) for m in enum_type)
@@ -94,7 +101,7 @@ def _parse(enum_type: type[enum.Enum], value: object, source: str) -> enum.Enum:
             return enum_type(value.strip().lower())
         except ValueError:
             pass
-    raise ConfigError(f"{source} must be one of {allowed}; got {value!r}")
+    raise ConfigError(f"{source} must be one of {allowed}; got {short_repr(value)}")
 
 
 def from_environ(environ: Mapping[str, str]) -> Config:
@@ -103,7 +110,7 @@ def from_environ(environ: Mapping[str, str]) -> Config:
     for variable, (name, enum_type) in _ENV_FIELDS.items():
         raw = environ.get(variable)
         if raw is not None and raw.strip():
-            values[name] = _parse(enum_type, raw, variable)
+            values[name] = parse_setting(enum_type, raw, variable)
     return replace(Config(), **values)  # type: ignore[arg-type]
 
 
@@ -126,7 +133,7 @@ def _updated(base: Config, changes: Mapping[str, object]) -> Config:
             continue
         if name not in fields:
             raise ConfigError(f"unknown setting {name!r}; known: {', '.join(fields)}")
-        parsed[name] = _parse(fields[name], value, name)
+        parsed[name] = parse_setting(fields[name], value, name)
     return replace(base, **parsed)  # type: ignore[arg-type]
 
 

@@ -30,6 +30,15 @@ class BoundaryObject:
     __sg_plan__: Plan
     __sg_boundary__: str
 
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        inherited: Plan | None = getattr(cls, "__sg_plan__", None)
+        if inherited is not None:
+            # A subclass is checked by its parent's fields and rules, but learns its own
+            # field names: a plan shared with the parent would copy the subclass's extra
+            # fields into the parent's objects.
+            cls.__sg_plan__ = inherited.for_subclass()
+
     def __post_init__(self) -> None:
         validate(self)
 

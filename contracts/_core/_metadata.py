@@ -14,7 +14,13 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-from specguard.contracts._core._arrays import array_kind, describe, dtype_name, torch_module
+from specguard.contracts._core._arrays import (
+    array_kind,
+    describe,
+    dtype_name,
+    int_text,
+    torch_module,
+)
 from specguard.contracts._core._dims import dimension
 from specguard.contracts._core._fields import ArrayField, AxisSpec, FieldSpec, ScalarField
 from specguard.contracts._core._violation import Finding
@@ -24,6 +30,8 @@ __all__ = ["MetadataFinding", "compile_fast_check", "metadata_findings"]
 MetadataFinding = tuple[str, Finding]
 
 _DTYPE_SETS: list[tuple[set[Any], frozenset[str]]] = []
+# The globals of every generated check: torch's names are filled in once it shows up.
+_NAMESPACES: list[dict[str, Any]] = []
 _torch_registered = False
 
 
@@ -56,6 +64,8 @@ def _is_tensor_type(kind: type) -> bool:
         _torch_registered = True
         for allowed, names in _DTYPE_SETS:
             _add_torch_dtypes(allowed, names)
+        for namespace in _NAMESPACES:
+            namespace["strided"] = torch.strided
     return True
 
 
@@ -127,10 +137,14 @@ def _array_lines(src: _Source, spec: ArrayField, index: int, bound: set[str]) ->
     src.add("if K is None:", depth)
     src.add("K = type(a)", depth + 1)
     src.add("if K is ndarray: pass", depth + 1)
-    src.add("elif is_tensor_type(K): dev = a.device", depth + 1)
+    src.add("elif is_tensor_type(K):", depth + 1)
+    src.add("dev = a.device", depth + 2)
+    # Sparse tensors share the dense type; only their layout tells them apart.
+    src.add("if a.layout is not strided: return False", depth + 2)
     src.add("else: return False", depth + 1)
     src.add("elif type(a) is not K: return False", depth)
-    src.add("elif dev is not None and a.device != dev: return False", depth)
+    src.add("elif dev is not None and (a.device != dev or a.layout is not strided): "
+            "return False", depth)
     src.add(f"if a.dtype not in allowed_{index}: return False", depth)
     src.add("s = a.shape", depth)
     src.add(f"if len(s) != {len(spec.axes)}: return False", depth)
@@ -146,7 +160,9 @@ def compile_fast_check(fields: Sequence[FieldSpec], owner: str) -> Callable[[Any
         "ndarray": np.ndarray,
         "is_tensor_type": _is_tensor_type,
         "is_int": _is_int,
+        "strided": torch_module().strided if _torch_registered else None,
     }
+    _NAMESPACES.append(namespace)
     optional_dims = {
         axis.name
         for spec in fields
@@ -195,13 +211,16 @@ def _check_scalar(walk: _Walk, spec: ScalarField, value: object) -> None:
         walk.fail("SG001", Finding(f"expected {wanted}, got {describe(value)}", spec.name,
                                    expected=wanted, actual=type(value).__name__))
         return
-    if spec.minimum is not None and int(value) < spec.minimum:  # type: ignore[call-overload]
-        walk.fail("SG006", Finding(f"must be >= {spec.minimum}, got {int(value)}", spec.name,  # type: ignore[call-overload]
-                                   expected=f">= {spec.minimum}", actual=str(int(value))))  # type: ignore[call-overload]
+    number = int(value)  # type: ignore[call-overload]
+    if spec.minimum is not None and number < spec.minimum:
+        walk.fail("SG006", Finding(f"must be >= {spec.minimum}, got {int_text(number)}",
+                                   spec.name, expected=f">= {spec.minimum}",
+                                   actual=int_text(number)))
         return
-    if spec.maximum is not None and int(value) > spec.maximum:  # type: ignore[call-overload]
-        walk.fail("SG006", Finding(f"must be <= {spec.maximum}, got {int(value)}", spec.name,  # type: ignore[call-overload]
-                                   expected=f"<= {spec.maximum}", actual=str(int(value))))  # type: ignore[call-overload]
+    if spec.maximum is not None and number > spec.maximum:
+        walk.fail("SG006", Finding(f"must be <= {spec.maximum}, got {int_text(number)}",
+                                   spec.name, expected=f"<= {spec.maximum}",
+                                   actual=int_text(number)))
         return
     if spec.binds:
         walk.bindings[spec.name] = int(value)  # type: ignore[call-overload]
@@ -249,8 +268,9 @@ def _dimension_mismatch(
 ) -> None:
     dim = dimension(axis.name) if axis.name else None
     code = dim.rule if dim else "SG003"
-    reason = f"{spec.name} is {describe(value)} but {axis}={expected}"
-    finding = Finding(reason, spec.name, expected=f"{axis}={expected}", actual=str(length))
+    reason = f"{spec.name} is {describe(value)} but {axis}={int_text(expected)}"
+    finding = Finding(reason, spec.name, expected=f"{axis}={int_text(expected)}",
+                      actual=str(length))
     locate = getattr(walk.obj, "_sg_locate_missing", None)
     if axis.name and locate is not None and length < expected:
         try:

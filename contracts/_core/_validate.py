@@ -14,14 +14,21 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from specguard.contracts._core._config import Collect, Config, Depth, Mode, current
+from specguard.contracts._core._config import (
+    Collect,
+    Config,
+    Depth,
+    Mode,
+    current,
+    parse_setting,
+)
 from specguard.contracts._core._errors import ContractViolation
 from specguard.contracts._core._fields import ArrayField, FieldSpec
 from specguard.contracts._core._listeners import notify
 from specguard.contracts._core._metadata import metadata_findings
 from specguard.contracts._core._registry import REGISTRY, Rule, rules_for
 from specguard.contracts._core._stats import STATS
-from specguard.contracts._core._values import Values, host_twin
+from specguard.contracts._core._values import Values, host_twin, plain_twin
 from specguard.contracts._core._violation import Finding, Violation
 
 __all__ = ["Plan", "report", "validate"]
@@ -50,13 +57,26 @@ class Plan:
     def rule_target(self, obj: Any) -> Any:
         """What value rules read: ``obj``, or its twin of numpy views over CPU tensors."""
         if self._names is None:
-            self._names = tuple(f.name for f in dataclasses.fields(obj))
-            # The first required array: with clean metadata it speaks for every array.
-            self._anchor = next((s.name for s in self.fields
-                                 if isinstance(s, ArrayField) and not s.optional), None)
+            self._learn(obj)
         if self._anchor is None:
             return obj
-        return host_twin(obj, self._anchor, self._names)
+        return host_twin(obj, self._anchor, self._names)  # type: ignore[arg-type]
+
+    def for_subclass(self) -> Plan:
+        """The same checks for a subclass, with caches of its own."""
+        return Plan(self.subject, self.fields, self.fast_check)
+
+    def plain_target(self, obj: Any) -> Any:
+        """What value rules read after the metadata slow path: no ndarray subclasses."""
+        if self._names is None:
+            self._learn(obj)
+        return plain_twin(obj, self._names)  # type: ignore[arg-type]
+
+    def _learn(self, obj: Any) -> None:
+        self._names = tuple(f.name for f in dataclasses.fields(obj))
+        # The first required array: with clean metadata it speaks for every array.
+        self._anchor = next((s.name for s in self.fields
+                             if isinstance(s, ArrayField) and not s.optional), None)
 
 
 def _violation(
@@ -112,7 +132,7 @@ def _value_violations(
     # try block costs nothing until something raises.
     values = Values(config, plan.subject)
     # Clean metadata guarantees one backend and device: only then may rules read views.
-    target = plan.rule_target(obj) if bindings is None else obj
+    target = plan.rule_target(obj) if bindings is None else plan.plain_target(obj)
     found: list[Violation] = []
     for rule in plan.rules:
         if skip and rule.fields & skip:
@@ -178,7 +198,7 @@ def validate(
         return []
     plan: Plan = type(obj).__sg_plan__
     STATS.checks += 1
-    want_depth = Depth(depth) if depth is not None else config.depth
+    want_depth = config.depth if depth is None else parse_setting(Depth, depth, "depth")
     first_only = config.collect is Collect.FIRST
     violations: list[Violation] = []
     skip: set[str] = set()

@@ -178,7 +178,8 @@ CASES: list[Case] = [
      "runner → drafter]: seq 8 at batch position 1: sample index 2 is outside the seq's span "
      "[3, 5)"),
     ("SG303", "negative-position", lambda: build(MI, positions=np.array([0, 1, 2, -5, 6, 0])),
-     "SG303 positions are non-negative [ModelInput.positions, runner → target model]: "
+     "SG303 positions are within max_model_len and contiguous in each span "
+     "[ModelInput.positions, runner → target model]: "
      "seq 8 at batch position 1, token 3: position is -5 (expected >= 0)"),
     ("SG304", "ends", lambda: build(MI, query_start_loc=np.array([1, 3, 5, 6])),
      "SG304 query_start_loc runs from 0 to num_tokens without going back [ModelInput."
