@@ -122,9 +122,14 @@ def guard(returns: Any = _MISSING, /, **params: Any) -> Callable[[F], F]:
             _check_spec(label, name, spec)
         if returns is not _MISSING:
             _check_spec(label, _RETURN, returns)
+            if inspect.isasyncgenfunction(fn) or inspect.isgeneratorfunction(fn):
+                raise TypeError(f"@guard cannot check what the generator {label} yields; "
+                                "guard the function that consumes it, or drop the return spec")
         if current_config().mode is Mode.OFF:
+            _note_unchecked(label)
             return fn
-        return cast(F, _wrap(fn, label, params, positions, returns))
+        wrap = _wrap_async if inspect.iscoroutinefunction(fn) else _wrap
+        return cast(F, wrap(fn, label, params, positions, returns))
 
     return decorate
 
@@ -148,6 +153,37 @@ def _wrap(
 
     guarded.__sg_guarded__ = fn  # type: ignore[attr-defined]
     return guarded
+
+
+def _wrap_async(
+    fn: Callable[..., Any], label: str, params: Mapping[str, Any],
+    positions: Mapping[str, int | None], returns: Any,
+) -> Callable[..., Any]:
+    """``_wrap`` for ``async def``: the awaited result is checked, not the coroutine."""
+
+    @functools.wraps(fn)
+    async def guarded(*args: Any, **kwargs: Any) -> Any:
+        __tracebackhide__ = True
+        if current_config().mode is not Mode.OFF:
+            for name, spec in params.items():
+                value = _argument(args, kwargs, name, positions[name])
+                if value is not _MISSING:
+                    check_value(spec, value, label, name)
+        result = await fn(*args, **kwargs)
+        if returns is not _MISSING and current_config().mode is not Mode.OFF:
+            check_value(returns, result, label, _RETURN)
+        return result
+
+    guarded.__sg_guarded__ = fn  # type: ignore[attr-defined]
+    return guarded
+
+
+#: Functions decorated while the mode was off: they stay unchecked for the whole process.
+UNCHECKED: set[str] = set()
+
+
+def _note_unchecked(label: str) -> None:
+    UNCHECKED.add(label)
 
 
 def _argument(args: tuple[Any, ...], kwargs: dict[str, Any], name: str, index: int | None) -> Any:

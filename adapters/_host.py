@@ -37,6 +37,12 @@ def int_at(array: Any, index: int) -> int | None:
     return int(array[index])
 
 
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
 def is_int(value: Any) -> TypeGuard[int | np.integer]:
-    """A Python or numpy integer that is not a bool: what engines use for ids and counts."""
-    return isinstance(value, int | np.integer) and not isinstance(value, bool)
+    """A Python or numpy integer that is not a bool and fits int64: what engines use for
+    ids and counts. A larger one (``2**63``, ``np.uint64(2**64 - 1)``) is no id or count
+    of any engine; callers leave it to the contract, which reports its type or dtype."""
+    return (isinstance(value, int | np.integer) and not isinstance(value, bool)
+            and _INT64_MIN <= value <= _INT64_MAX)

@@ -193,7 +193,10 @@ def _mapping(output: Any, name: str) -> Mapping[Any, Any]:
 
 def _counts(values: list[Any], order: tuple[str, ...]) -> np.ndarray:
     if all(type(v) is int for v in values):
-        return np.array(values, dtype=np.int64).reshape(len(values))
+        try:
+            return np.array(values, dtype=np.int64).reshape(len(values))
+        except OverflowError:  # a count past int64: reported one by one below
+            pass
     return np.array([_count(v, r) for v, r in zip(values, order, strict=True)], dtype=np.int64)
 
 
