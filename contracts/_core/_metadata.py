@@ -107,9 +107,11 @@ def _axis_lines(src: _Source, axis: AxisSpec, j: int, bound: set[str], depth: in
     if axis.name is None:
         src.add(f"if s[{j}] != {axis.size}: return False", depth)
         return
-    offset = f" + {axis.offset}" if axis.offset else ""
     if axis.name in bound:
-        src.add(f"if s[{j}] != d_{axis.name}{offset}: return False", depth)
+        # The offset comes off the shape (a Python int): added to a bound numpy int8
+        # mtp_k of 127 it would wrap.
+        length = f"s[{j}] - ({axis.offset})" if axis.offset else f"s[{j}]"
+        src.add(f"if {length} != d_{axis.name}: return False", depth)
         return
     value = f"s[{j}] - {axis.offset}" if axis.offset else f"s[{j}]"
     negative = f"if d_{axis.name} < 0: return False" if axis.offset else None

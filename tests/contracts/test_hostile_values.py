@@ -197,3 +197,16 @@ def test_a_vocabulary_past_int32_does_not_hide_a_negative_int32_id(backend):
         re.escape("token 0: token id is -1")
     )):
         build(SB, backend, "int32", vocab_size=2**40, token_ids=tokens)
+
+
+def test_numpy_int8_mtp_k_binds_its_width_without_overflow():
+    """A clean VerifyOutput with mtp_k=np.int8(127) passes the fast check without a warning."""
+    import warnings
+
+    rows = np.zeros((2, 128), dtype=np.int64)
+    rows[:, 1:] = -1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = contracts.VerifyOutput(mtp_k=np.int8(127), vocab_size=10, seq_ids=np.arange(2),
+                                     token_ids=rows, num_accepted=np.zeros(2, dtype=np.int64))
+    assert contracts.VerifyOutput.__sg_plan__.fast_check(out)
