@@ -262,16 +262,22 @@ def _block_tables(batch: ScheduledBatch, values: Values) -> Finding | None:
     first_or_last = tables[:, 0] | row_entries(tables, last)
     found = values.below(first_or_last, 0, lambda i: Finding(
         "block table is empty or ends before the context does", "block_tables", position=i))
-    if found or max_blocks <= 2:
-        return found  # two columns at most: the first and the last are every block
-    needed = arange_like(tables, max_blocks)[None, :] <= last[:, None]
+    # The blocks between the first and the last: on the host only the columns some seq
+    # needs (often none), on a device every column (reading the widest would sync).
+    end = int(np.maximum.reduce(last, None)) if isinstance(last, np.ndarray) else max_blocks
+    if found or end <= 1:
+        return found
+    middle = tables[:, 1:end]
+    width = end - 1
+    inner = arange_like(tables, width)[None, :] + 1 < last[:, None]
 
     def explain(i: int) -> Finding:
-        row, col = row_col(i, max_blocks)
-        return Finding(f"block {col} is padding{value_text(tables, i)} but the context needs "
-                       f"{_count_text(last, row)} blocks", "block_tables", position=row)
+        row, col = row_col(i, width)
+        return Finding(f"block {col + 1}{value_text(middle, i)}, padding inside the "
+                       f"{_count_text(last, row)} blocks the context needs", "block_tables",
+                       position=row)
 
-    return values.any_true(needed & (tables < 0), explain)
+    return values.any_true(inner & (middle < 0), explain)
 
 
 def _count_text(last: Any, i: int) -> str:

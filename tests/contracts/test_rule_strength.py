@@ -66,7 +66,7 @@ def test_sg110_padding_in_the_middle_of_the_needed_blocks(backend):
     tables[2, 2] = -1
     with _raises("SG110 block tables are not empty and cover the context [ScheduledBatch."
                  "block_tables, scheduler → runner]: seq 42 at batch position 2: block 2 is "
-                 "padding is -1 but the context needs 5 blocks"):
+                 "-1, padding inside the 5 blocks the context needs"):
         build(SB, backend, block_tables=tables)
 
 
