@@ -125,53 +125,47 @@ def _positions(obj: Any, values: Values) -> Finding | None:
     gap or a repeat gives a token another token's rotary phase."""
     positions, limit = obj.positions, obj.max_model_len
     expected = ">= 0" if limit is None else f"0 <= position < max_model_len={limit}"
-    found = values.outside(positions, 0, _NO_LIMIT if limit is None else int(limit),
-                           lambda i: Finding(f"position{value_text(positions, i)}",
-                                             "positions", token=i, expected=expected))
+    def explain(i: int) -> Finding:
+        return Finding(f"position{value_text(positions, i)}", "positions", token=i,
+                       expected=expected)
+
+    found = values.below(positions, 0, explain) if limit is None \
+        else values.outside(positions, 0, int(limit), explain)
     count = positions.shape[0]
     if found or count < 2:
         return found
-    # Both are in range now, so their difference cannot wrap.
-    steps = positions[1:] - positions[:-1]
-    starts = obj.query_start_loc
-    gaps = (steps != 1) & ~_span_starts(starts, count)[1:count] & _spans_valid(starts, count)
-    return values.any_true(gaps, lambda i: Finding(
-        f"position{value_text(positions, i + 1)} follows{number_text(positions, i)} in the "
-        "same span", "positions", token=i + 1, expected="the previous position + 1"))
-
-
-# Positions have no upper bound without max_model_len: the largest int64 stands in.
-_NO_LIMIT = 2**63 - 1
-
-
-def _spans_valid(starts: Any, count: int) -> Any:
-    """Whether the span offsets are sound (SG304's verdict), without a device sync.
-
-    Spans that SG304 rejects say nothing about where a seq's positions should restart.
-    """
-    ends = (starts[0] == 0) & (starts[-1] == count)
-    if isinstance(starts, np.ndarray):
-        return bool(ends) and not _count_nonzero(starts[1:] < starts[:-1])
-    return ends & (starts[1:] >= starts[:-1]).all()
+    steps = _steps_within_spans(positions, obj.query_start_loc, count)
+    if steps is None:
+        return None  # spans SG304 rejects say nothing about where positions restart
+    return values.any_true(steps != 1, lambda i: Finding(
+        f"position{value_text(positions, i)} follows{number_text(positions, i - 1)} in the "
+        "same span", "positions", token=i, expected="the previous position + 1"))
 
 
 _count_nonzero = np.count_nonzero
 
 
-def _span_starts(starts: Any, count: int) -> Any:
-    """A mask over ``count + 1`` token slots, True where a span begins.
+def _steps_within_spans(positions: Any, starts: Any, count: int) -> Any:
+    """Per token, its position minus the previous token's, and 1 where a span begins.
 
-    Offsets are clipped into range first: SG304 judges them, and a wrong one must not
-    turn into an IndexError here.
+    Positions are in range by then, so no difference can wrap. Spans must be sound
+    (SG304's verdict): on the host unsound ones give None; on a device, where reading
+    the verdict would sync, every step is forced to 1 instead.
     """
-    if isinstance(starts, np.ndarray):
-        mask = np.zeros(count + 1, dtype=bool)
-        mask[np.clip(starts, 0, count)] = True
-        return mask
+    if isinstance(positions, np.ndarray):
+        if starts[0] != 0 or starts[-1] != count or _count_nonzero(starts[1:] < starts[:-1]):
+            return None
+        steps = np.empty(count + 1, dtype=positions.dtype)
+        np.subtract(positions[1:], positions[:-1], out=steps[1:count])
+        steps[starts] = 1  # the first token of every span (and both ends) starts afresh
+        return steps
     import torch
 
-    mask = torch.zeros(count + 1, dtype=torch.bool, device=starts.device)
-    return mask.index_fill_(0, starts.clamp(0, count).long(), True)
+    steps = torch.ones(count + 1, dtype=positions.dtype, device=positions.device)
+    steps[1:count] = positions[1:] - positions[:-1]
+    steps.index_fill_(0, starts.clamp(0, count).long(), 1)
+    sound = (starts[0] == 0) & (starts[-1] == count) & (starts[1:] >= starts[:-1]).all()
+    return torch.where(sound, steps, torch.ones_like(steps))
 
 
 @rule("SG304", "query_start_loc runs from 0 to num_tokens without going back",
