@@ -262,22 +262,62 @@ def _block_tables(batch: ScheduledBatch, values: Values) -> Finding | None:
     first_or_last = tables[:, 0] | row_entries(tables, last)
     found = values.below(first_or_last, 0, lambda i: Finding(
         "block table is empty or ends before the context does", "block_tables", position=i))
-    # The blocks between the first and the last: on the host only the columns some seq
-    # needs (often none), on a device every column (reading the widest would sync).
-    end = int(np.maximum.reduce(last, None)) if isinstance(last, np.ndarray) else max_blocks
-    if found or end <= 1:
+    if found:
         return found
+    return _padding_inside(tables, last, values)
+
+
+def _padding_inside(tables: Any, last: Any, values: Values) -> Finding | None:
+    """The first seq with padding between its first and its last needed block.
+
+    On the host: a table whose columns all alias column 0 (a broadcast view) has been
+    checked already; a C-contiguous one takes one minimum per seq over exactly its middle
+    blocks (``reduceat``, nothing as large as the table is allocated); any other takes a
+    mask of the columns some seq needs. On a device the mask spans every column, since
+    reading the widest need would sync.
+    """
+    max_blocks = tables.shape[1]
+    host = isinstance(tables, np.ndarray) and isinstance(last, np.ndarray)
+    if host and (tables.strides[1] == 0 or tables.shape[0] == 0):
+        return None
+    end = int(np.maximum.reduce(last, None)) if host else max_blocks
+    if end <= 1:
+        return None  # no seq needs a block between its first and its last
+    if host and tables.flags.c_contiguous:
+        return _padding_inside_rows(tables, last, values)
     middle = tables[:, 1:end]
     width = end - 1
     inner = arange_like(tables, width)[None, :] + 1 < last[:, None]
 
     def explain(i: int) -> Finding:
         row, col = row_col(i, width)
-        return Finding(f"block {col + 1}{value_text(middle, i)}, padding inside the "
-                       f"{_count_text(last, row)} blocks the context needs", "block_tables",
-                       position=row)
+        return _padding_finding(row, col + 1, host_value(middle, i), last)
 
     return values.any_true(inner & (middle < 0), explain)
+
+
+def _padding_inside_rows(tables: np.ndarray, last: np.ndarray, values: Values) -> Finding | None:
+    rows = np.flatnonzero(last > 1)
+    if rows.shape[0] == 0:
+        return None
+    starts = rows * tables.shape[1] + 1
+    bounds = np.empty(2 * rows.shape[0], dtype=np.intp)
+    bounds[0::2] = starts
+    bounds[1::2] = starts + last[rows] - 1  # each seq's middle: columns 1 .. last - 1
+    lowest = np.minimum.reduceat(tables.reshape(-1), bounds)[0::2]
+
+    def explain(j: int) -> Finding:
+        row = int(rows[j])
+        col = 1 + int(np.flatnonzero(tables[row, 1 : int(last[row])] < 0)[0])
+        return _padding_finding(row, col, int(tables[row, col]), last)
+
+    return values.below(lowest, 0, explain)
+
+
+def _padding_finding(row: int, col: int, value: int | None, last: Any) -> Finding:
+    shown = "" if value is None else f" is {value}"
+    return Finding(f"block {col}{shown}, padding inside the {_count_text(last, row)} blocks "
+                   "the context needs", "block_tables", position=row)
 
 
 def _count_text(last: Any, i: int) -> str:
