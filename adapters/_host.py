@@ -45,4 +45,4 @@ def is_int(value: Any) -> TypeGuard[int | np.integer]:
     ids and counts. A larger one (``2**63``, ``np.uint64(2**64 - 1)``) is no id or count
     of any engine; callers leave it to the contract, which reports its type or dtype."""
     return (isinstance(value, int | np.integer) and not isinstance(value, bool)
-            and _INT64_MIN <= value <= _INT64_MAX)
+            and bool(_INT64_MIN <= value <= _INT64_MAX))

@@ -155,10 +155,10 @@ def _steps_within_spans(positions: Any, starts: Any, count: int) -> Any:
     if isinstance(positions, np.ndarray):
         if starts[0] != 0 or starts[-1] != count or _count_nonzero(starts[1:] < starts[:-1]):
             return None
-        steps = np.empty(count + 1, dtype=positions.dtype)
-        np.subtract(positions[1:], positions[:-1], out=steps[1:count])
-        steps[starts] = 1  # the first token of every span (and both ends) starts afresh
-        return steps
+        host = np.empty(count + 1, dtype=positions.dtype)
+        np.subtract(positions[1:], positions[:-1], out=host[1:count])
+        host[starts] = 1  # the first token of every span (and both ends) starts afresh
+        return host
     import torch
 
     steps = torch.ones(count + 1, dtype=positions.dtype, device=positions.device)
