@@ -23,6 +23,7 @@ from typing import Any, TypeVar, cast
 
 from beartype.door import TypeHint, is_bearable
 from beartype.roar import BeartypeException
+from specguard.adapters._snapshot_write import capture_object
 from specguard.contracts import (
     BoundaryObject,
     ContractViolation,
@@ -70,8 +71,6 @@ def check_value(spec: Any, value: Any, label: str, name: str) -> None:
             try:
                 validate(value)
             except ContractViolation as error:
-                from specguard.adapters.snapshots import capture_object
-
                 capture_object(value, error)
                 raise
             return

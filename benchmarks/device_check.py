@@ -30,7 +30,7 @@ __all__ = ["main", "moved_to", "objects_on"]
 
 def objects_on(device: str) -> dict[str, contracts.BoundaryObject]:
     """A clean instance of every boundary class with its arrays moved to ``device``."""
-    from specguard.runner._rule_examples import CLEAN
+    from specguard.adapters.examples import CLEAN
 
     return {name: moved_to(clean(), device) for name, clean in CLEAN.items()}
 
@@ -79,7 +79,7 @@ def _sync_free(torch: Any, obj: contracts.BoundaryObject, depth: str) -> str:
 
 
 def _deferred_sentinel(torch: Any, device: str) -> str:
-    from specguard.runner._rule_examples import STORIES
+    from specguard.adapters.examples import STORIES
 
     moved = moved_to(STORIES["vllm-26231"].build(), device)  # type: ignore[arg-type]
     with contracts.checking(depth="full", device_values="deferred"), _syncs_are_errors(torch):

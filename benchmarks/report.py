@@ -56,6 +56,17 @@ def _engine_lines(engine: dict[str, Any]) -> list[str]:
     ]
 
 
+def _dp_lines(dp: dict[str, Any] | None) -> list[str]:
+    if not dp:
+        return []
+    if not dp.get("available"):
+        return [f"- data-parallel ranks: not measured ({dp.get('reason', 'unavailable')})"]
+    return [f"- data-parallel ranks ({dp['ranks']} ranks, {dp['workload']}; {dp['steps']} "
+            f"steps): the contracts' collective (gather and check one row per rank) "
+            f"{dp['collective_ms']:.3f} ms per step of {dp['step_ms']:.2f} ms, "
+            f"{dp['collective_share']:.2%} of step time"]
+
+
 def format_report(report: dict[str, Any]) -> str:
     """The full report: machine, validation table, mode off, engine, targets."""
     m = report["machine"]
@@ -75,6 +86,7 @@ def format_report(report: dict[str, Any]) -> str:
         f"call {off['off_us']:.3f} µs vs undecorated {off['plain_us']:.3f} µs "
         f"(guarded, strict, metadata depth: {off['strict_metadata_us']:.2f} µs)",
         *_engine_lines(report["engine"]),
+        *_dp_lines(report.get("dp")),
         "",
         "Targets:",
     ]

@@ -16,6 +16,7 @@ import numpy as np
 from specguard.benchmarks import floor
 from specguard.benchmarks.agreement import disagreements
 from specguard.benchmarks.engine import QUICK_WORKLOAD, engine_overhead
+from specguard.benchmarks.ranks import QUICK_RANKS, rank_collective_cost
 from specguard.benchmarks.timing import Case, Timings, interleave
 from specguard.benchmarks.workload import MTP_K, VOCAB_SIZE, Fields, build, decode_batch, to_torch
 
@@ -236,6 +237,9 @@ def run_suite(settings: Settings, progress: Progress) -> dict[str, Any]:
         progress("engine steps: off, strict and strict full depth in lockstep")
         engine = engine_overhead(settings.engine_workload, settings.clock)
         engine["smoke"] = settings.engine_workload is not None
+        progress("data-parallel ranks: the contracts' collective per step")
+        quick = settings.engine_workload is not None
+        dp = rank_collective_cost(QUICK_RANKS if quick else None)
     return {
         "machine": machine(),
         "settings": {"sizes": list(settings.sizes), "mtp_k": MTP_K, "vocab_size": VOCAB_SIZE,
@@ -244,5 +248,6 @@ def run_suite(settings: Settings, progress: Progress) -> dict[str, Any]:
         "validation": rows,
         "mode_off": off,
         "engine": engine,
+        "dp": dp,
         "targets": _targets(rows, off, engine),
     }

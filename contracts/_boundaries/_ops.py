@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from specguard.contracts._core._arrays import array_kind, host_value
+from specguard.contracts._core._arrays import UNSIGNED, array_kind, host_value
 
 __all__ = [
     "arange_like",
+    "ceil_div",
     "clip_columns",
     "host_value",
     "last_block",
@@ -20,13 +21,12 @@ __all__ = [
 ]
 
 
-_UNSIGNED = {np.dtype(np.int32): np.uint32, np.dtype(np.int64): np.uint64}
 _INT32_MAX = 2**31 - 1
 
 
 def arange_like(a: Any, n: int) -> Any:
-    """``arange(n)`` on the same backend and device as ``a``."""
-    if array_kind(a) == "numpy":
+    """``arange(n)`` on the backend and device of ``a``: a tensor's device, else numpy."""
+    if array_kind(a) != "torch":
         return np.arange(n)
     import torch
 
@@ -47,6 +47,12 @@ def last_block(lengths: Any, block_size: int) -> Any:
     return (lengths - 1) // size
 
 
+def ceil_div(a: Any, divisor: int) -> Any:
+    """``ceil(a / divisor)`` for non-negative ``a``, as :func:`last_block` plus one: it
+    cannot wrap where ``a + divisor - 1`` would."""
+    return last_block(a, divisor) + 1
+
+
 def _int_max(a: Any) -> int:
     if isinstance(a, np.ndarray):
         return int(np.iinfo(a.dtype).max)
@@ -64,7 +70,7 @@ def within_columns(columns: Any, width: int) -> bool:
     """
     if not isinstance(columns, np.ndarray) or columns.size == 0:
         return False
-    unsigned = _UNSIGNED.get(columns.dtype)
+    unsigned = UNSIGNED.get(columns.dtype)
     # A width past the signed range would let a negative column's unsigned image pass.
     return unsigned is not None and width <= 2 ** (8 * columns.itemsize - 1) and bool(
         np.maximum.reduce(columns.view(unsigned), None) < width)

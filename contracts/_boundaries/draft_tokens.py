@@ -50,7 +50,7 @@ class DraftTokens(BoundaryObject):
         *,
         mtp_k: int,
         vocab_size: int,
-        placeholder: int | Sequence[int] | np.ndarray = 0,
+        placeholder: int | Sequence[int] | np.ndarray,
         dtype: Any = np.int32,
     ) -> DraftTokens:
         """Dense rows from the engines' usual form: seq id → drafts, missing when none.
@@ -58,8 +58,15 @@ class DraftTokens(BoundaryObject):
         ``seq_ids`` lists the decode seqs in batch order; each gets exactly one row. They
         are stored as int64 whatever ``dtype`` is: ``dtype`` is the width of token ids.
         ``placeholder`` fills the slots without a real draft: one id for all rows, or one
-        per seq (the seq's own last token is a good choice). A seq with more than
-        ``mtp_k`` drafts, or drafts for a seq not in ``seq_ids``, is a violation.
+        per seq (the seq's own last token is a good choice). It has no default on
+        purpose: a silent ``0`` made placeholder rows look like drafts of token 0, so the
+        caller states what the free slots hold, and ``num_drafts`` says how many are real.
+        The rows go to the target model as they are, so a placeholder must be a
+        vocabulary id (SG108): ``contracts.PLACEHOLDER`` (-1) is refused here. A runner
+        that masks its placeholder slots declares the value on the
+        :class:`ScheduledBatch` instead (``draft_placeholder=-1``), where SG108 lets
+        exactly that value through. A seq with more than ``mtp_k`` drafts, or drafts for a
+        seq not in ``seq_ids``, is a violation.
         """
         dtype = _id_dtype(dtype)
         if not isinstance(drafts, Mapping):

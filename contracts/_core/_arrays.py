@@ -8,17 +8,19 @@ can be a tensor, and numpy-only engines never pay for torch's import.
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 
 __all__ = [
+    "UNSIGNED",
     "array_kind",
     "describe",
     "dtype_name",
     "host_value",
     "int_text",
     "is_host",
+    "is_int",
     "short_repr",
     "torch_module",
 ]
@@ -28,6 +30,14 @@ TEXT_LIMIT = 60
 # Past this many bits an integer's decimal form is long (and past ~14,000 bits Python
 # refuses to write it at all): messages give its sign and size instead.
 _INT_BITS_LIMIT = 128
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+#: The unsigned twin of each index dtype. Viewed as unsigned, a negative id wraps to a
+#: huge value, so one maximum answers "is every element in ``[0, hi)``?".
+UNSIGNED: dict[np.dtype[Any], type[np.unsignedinteger[Any]]] = {
+    np.dtype(np.int32): np.uint32,
+    np.dtype(np.int64): np.uint64,
+}
 
 _SHORT_DTYPES = {
     "int8": "i8",
@@ -62,6 +72,14 @@ def array_kind(value: object) -> str | None:
         # skip the rest, and most value operations do not exist for them at all.
         return "torch" if value.layout is torch.strided else None
     return None
+
+
+def is_int(value: object) -> TypeGuard[int | np.integer[Any]]:
+    """A Python or numpy integer, not a bool, that fits int64: what engines use for ids
+    and counts. A larger one (``2**63``, ``np.uint64(2**64 - 1)``) is no id or count of
+    any engine: callers leave it to the contract, which reports its type or dtype."""
+    return (type(value) is int or isinstance(value, np.integer)) \
+        and bool(_INT64_MIN <= value <= _INT64_MAX)  # type: ignore[operator]
 
 
 def dtype_name(value: Any) -> str:

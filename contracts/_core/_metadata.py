@@ -70,7 +70,8 @@ def _is_tensor_type(kind: type) -> bool:
 
 
 def _is_int(value: object) -> bool:
-    return (type(value) is int) or isinstance(value, np.integer)
+    # Any size: a scalar past int64 is an int out of its range (SG006), not a wrong type.
+    return type(value) is int or isinstance(value, np.integer)
 
 
 class _Source:

@@ -9,7 +9,6 @@ crashes on hostile input is reported as ``SG000`` instead of escaping as an Inde
 from __future__ import annotations
 
 import dataclasses
-import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -30,10 +29,10 @@ from specguard.contracts._core._registry import REGISTRY, Rule, rules_for
 from specguard.contracts._core._stats import STATS
 from specguard.contracts._core._values import Values, host_twin, plain_twin
 from specguard.contracts._core._violation import Finding, Violation
+from specguard.contracts._core._warn import warn
 
 __all__ = ["Plan", "report", "validate"]
 
-_log = logging.getLogger("specguard")
 
 
 @dataclass
@@ -160,7 +159,7 @@ def _report(config: Config, subject: str, violations: Sequence[Violation]) -> No
     if config.mode is Mode.STRICT:
         raise ContractViolation.from_violations(subject, violations)
     for violation in violations:
-        _log.warning("specguard: %s", violation.format())
+        warn(violation)
 
 
 def report(

@@ -15,7 +15,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from specguard.contracts._core import _values
-from strategies import MUTATIONS, Case, Mutation, mutated, valid_cases
+from strategies.cases import Case
+from strategies.mutations import MUTATIONS, Mutation, mutated
+from strategies.valid import valid_cases
 
 from specguard import contracts
 

@@ -26,7 +26,8 @@ from hostile_values import (
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from specguard.contracts._core import _values
-from strategies import Case, MappingCase, mapping_cases, valid_cases
+from strategies.cases import Case, MappingCase
+from strategies.valid import mapping_cases, valid_cases
 
 from specguard import contracts
 
