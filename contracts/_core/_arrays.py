@@ -79,7 +79,7 @@ def is_int(value: object) -> TypeGuard[int | np.integer[Any]]:
     and counts. A larger one (``2**63``, ``np.uint64(2**64 - 1)``) is no id or count of
     any engine: callers leave it to the contract, which reports its type or dtype."""
     return (type(value) is int or isinstance(value, np.integer)) \
-        and bool(_INT64_MIN <= value <= _INT64_MAX)  # type: ignore[operator]
+        and bool(_INT64_MIN <= value <= _INT64_MAX)
 
 
 def dtype_name(value: Any) -> str:

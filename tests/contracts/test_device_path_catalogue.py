@@ -112,7 +112,7 @@ def test_clean_objects_of_every_size_pass_on_the_device_path(device_path, cls, s
 @pytest.mark.parametrize("policy", _POLICIES)
 def test_draft_tokens_without_decode_seqs_at_full_depth(device_path, policy):
     """A prefill-only step's DraftTokens (no rows) passes on the device: no argmax of nothing."""
-    drafts = contracts.DraftTokens.from_mapping([], {}, mtp_k=3, vocab_size=10)
+    drafts = contracts.DraftTokens.from_mapping([], {}, mtp_k=3, vocab_size=10, placeholder=0)
     import torch
 
     tensors = {name: torch.from_numpy(getattr(drafts, name))

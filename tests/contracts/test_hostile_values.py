@@ -75,7 +75,7 @@ def test_a_vocabulary_too_large_to_print_passes_every_rule():
 @pytest.mark.parametrize("argument", ["mtp_k", "placeholder", "key"])
 def test_from_mapping_with_integers_too_long_to_print(argument):
     """from_mapping reports a 5000-digit mtp_k, placeholder or drafts key by its size."""
-    options: dict[str, Any] = {"mtp_k": 2, "vocab_size": 10}
+    options: dict[str, Any] = {"mtp_k": 2, "vocab_size": 10, "placeholder": 0}
     drafts: dict[Any, Any] = {}
     if argument == "key":
         drafts[HUGE] = [1]
