@@ -271,10 +271,10 @@ def _padding_inside(tables: Any, last: Any, values: Values) -> Finding | None:
     """The first seq with padding between its first and its last needed block.
 
     On the host: a table whose columns all alias column 0 (a broadcast view) has been
-    checked already; a C-contiguous one takes one minimum per seq over exactly its middle
-    blocks (``reduceat``, nothing as large as the table is allocated); any other takes a
-    mask of the columns some seq needs. On a device the mask spans every column, since
-    reading the widest need would sync.
+    checked already; a small one takes a mask of the columns some seq needs; a large
+    C-contiguous one takes one minimum per seq over exactly its middle blocks
+    (``reduceat``: nothing as large as the table is allocated); any other, the mask. On
+    a device the mask spans every column, since reading the widest need would sync.
     """
     max_blocks = tables.shape[1]
     host = isinstance(tables, np.ndarray) and isinstance(last, np.ndarray)
@@ -283,17 +283,24 @@ def _padding_inside(tables: Any, last: Any, values: Values) -> Finding | None:
     end = int(np.maximum.reduce(last, None)) if host else max_blocks
     if end <= 1:
         return None  # no seq needs a block between its first and its last
-    if host and tables.flags.c_contiguous:
+    width = end - 1
+    small = host and tables.shape[0] * width <= _SMALL_REGION
+    if host and not small and tables.flags.c_contiguous:
         return _padding_inside_rows(tables, last, values)
     middle = tables[:, 1:end]
-    width = end - 1
-    inner = arange_like(tables, width)[None, :] + 1 < last[:, None]
+    columns = _MIDDLE_COLUMNS[:width] if small else arange_like(tables, width) + 1
+    inner = columns[None, :] < last[:, None]
 
     def explain(i: int) -> Finding:
         row, col = row_col(i, width)
         return _padding_finding(row, col + 1, host_value(middle, i), last)
 
     return values.any_true(inner & (middle < 0), explain)
+
+
+# Up to this many middle blocks a mask is cheapest; past it, one minimum per seq.
+_SMALL_REGION = 4096
+_MIDDLE_COLUMNS = np.arange(1, _SMALL_REGION + 1)
 
 
 def _padding_inside_rows(tables: np.ndarray, last: np.ndarray, values: Values) -> Finding | None:

@@ -6,7 +6,7 @@ import re
 
 import numpy as np
 import pytest
-from contract_builders import CLEAN, build
+from contract_builders import CLEAN, build, kwargs
 
 from specguard import contracts
 
@@ -122,3 +122,18 @@ def test_sg111_a_first_prefill_chunk_may_fill_its_context():
     context = CLEAN[SB]["context_lens"].copy()
     assert context[1] == CLEAN[SB]["num_scheduled_tokens"][1]
     build(SB, context_lens=context)
+
+
+@pytest.mark.parametrize("layout", ["C", "F"])
+def test_sg110_padding_inside_a_large_table(layout):
+    """A -1 deep inside a 3000-block table is found, contiguous (reduceat) or not (mask)."""
+    blocks = 3000
+    tables = np.arange(5 * blocks).reshape(5, blocks)
+    tables[2, 1234] = -1
+    context = np.array([9, 4, 16 * blocks, 6, 16 * blocks])
+    made = kwargs(SB, block_size=16, context_lens=context)
+    made["block_tables"] = np.asfortranarray(tables) if layout == "F" else tables
+    assert made["block_tables"].flags.c_contiguous == (layout == "C")
+    with _raises("seq 42 at batch position 2: block 1234 is -1, padding inside the 3000 "
+                 "blocks the context needs"):
+        SB(**made)
