@@ -75,7 +75,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     checks.add_argument("--contracts", choices=[m.value for m in contracts.Mode],
                         help="contract mode (default: SPECGUARD_MODE, else strict)")
     checks.add_argument("--depth", choices=[d.value for d in contracts.Depth],
-                        help="check depth (default: metadata; full with --fault)")
+                        help="check depth (default: essential; full with --fault)")
     checks.add_argument("--fault", choices=list(FAULTS), help="inject a catalogued bug")
     checks.add_argument("--verify", action="store_true",
                         help="compare with plain greedy decoding of the same model")

@@ -21,7 +21,7 @@ settings.load_profile(os.environ.get("SPECGUARD_HYPOTHESIS_PROFILE", "ci"))
 @pytest.fixture(autouse=True)
 def _default_config():
     """Isolate tests from each other's config changes and counters."""
-    previous = contracts.configure(mode="strict", depth="metadata", collect="first",
+    previous = contracts.configure(mode="strict", depth="essential", collect="first",
                                    device_values="deferred")
     contracts.STATS.reset()
     yield

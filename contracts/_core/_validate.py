@@ -37,6 +37,7 @@ class Plan:
     fields: tuple[FieldSpec, ...]
     fast_check: Callable[[Any], bool]
     _rules: tuple[Rule, ...] | None = None
+    _essential: tuple[Rule, ...] | None = None
     _names: tuple[str, ...] | None = None
     _anchor: str | None = None
 
@@ -46,6 +47,19 @@ class Plan:
         if self._rules is None:
             self._rules = rules_for(self.subject)
         return self._rules
+
+    @property
+    def essential_rules(self) -> tuple[Rule, ...]:
+        """The value rules that run at the default depth, ``essential``."""
+        if self._essential is None:
+            self._essential = tuple(r for r in self.rules if r.depth is Depth.ESSENTIAL)
+        return self._essential
+
+    def rules_at(self, depth: Depth) -> tuple[Rule, ...]:
+        """The value rules a validation at ``depth`` runs (none at metadata depth)."""
+        if depth is Depth.FULL:
+            return self.rules
+        return self.essential_rules if depth is Depth.ESSENTIAL else ()
 
     def rule_target(self, obj: Any) -> Any:
         """What value rules read: ``obj``, or its twin of numpy views over CPU tensors."""
@@ -106,7 +120,8 @@ def _crash(rule: Rule, error: Exception) -> Finding:
 
 
 def _value_violations(
-    obj: Any, plan: Plan, config: Config, skip: set[str], bindings: dict[str, int] | None
+    obj: Any, plan: Plan, rules: tuple[Rule, ...], config: Config, skip: set[str],
+    bindings: dict[str, int] | None,
 ) -> list[Violation]:
     # The hot loop of full depth: no helper call and no allocation per rule, since a
     # try block costs nothing until something raises.
@@ -114,7 +129,7 @@ def _value_violations(
     # Clean metadata guarantees one backend and device: only then may rules read views.
     target = plan.rule_target(obj) if bindings is None else obj
     found: list[Violation] = []
-    for rule in plan.rules:
+    for rule in rules:
         if skip and rule.fields & skip:
             continue
         values.rule = code = rule.code
@@ -188,8 +203,9 @@ def validate(
         if violations and first_only:
             _report(config, plan.subject, violations)
             return violations
-    if want_depth is Depth.FULL:
-        violations.extend(_value_violations(obj, plan, config, skip, bindings))
+    rules = plan.rules_at(want_depth)
+    if rules:
+        violations.extend(_value_violations(obj, plan, rules, config, skip, bindings))
     if violations:
         _report(config, plan.subject, violations)
     return violations
