@@ -20,7 +20,7 @@ _SLACK = 4096
 
 def dense_span(ids: np.ndarray) -> tuple[int, int] | None:
     """``(lowest, span)`` of non-negative 1-D integer ids compact enough for a table."""
-    if ids.ndim != 1 or ids.dtype.kind not in "iu" or not ids.shape[0]:
+    if ids.ndim != 1 or ids.dtype.kind != "i" or not ids.shape[0]:
         return None
     low, high = int(np.minimum.reduce(ids)), int(np.maximum.reduce(ids))
     span = high - low + 1
@@ -31,9 +31,13 @@ def dense_span(ids: np.ndarray) -> tuple[int, int] | None:
 
 def first_repeated(ids: np.ndarray, low: int, span: int) -> int | None:
     """The smallest id that appears more than once, or None (``ids`` in the span)."""
-    counts = np.bincount(ids - low if low else ids, minlength=span)
-    repeated = np.flatnonzero(counts > 1)
-    return int(repeated[0]) + low if repeated.shape[0] else None
+    # Ids near 0 are counted as they are: a few more slots are cheaper than a shifted copy.
+    counts = np.bincount(ids, minlength=low + span) if low <= span else \
+        np.bincount(ids - low, minlength=span)
+    if int(np.maximum.reduce(counts)) <= 1:
+        return None
+    shift = 0 if low <= span else low
+    return int(np.flatnonzero(counts > 1)[0]) + shift
 
 
 def positions_of(ids: np.ndarray, keys: np.ndarray) -> np.ndarray | None:

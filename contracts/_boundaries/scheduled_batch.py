@@ -316,14 +316,16 @@ def _draft_owners(batch: ScheduledBatch, values: Values) -> Finding | None:
         return None
     flags, ids = batch.is_decode, batch.seq_ids
     if isinstance(flags, np.ndarray):
-        positions = np.flatnonzero(flags)
-        if positions.shape[0] != owners.shape[0]:
+        decoding = int(np.count_nonzero(flags))
+        if decoding != owners.shape[0]:
             return Finding(
-                f"is_decode marks {positions.shape[0]} decode seqs for "
-                f"{owners.shape[0]} draft rows", "draft_seq_ids",
-                expected=f"{owners.shape[0]} decode seqs", actual=str(positions.shape[0]))
-        wrong = ids[positions] != owners
-        return values.any_true(wrong, lambda row: _foreign_row(
+                f"is_decode marks {decoding} decode seqs for {owners.shape[0]} draft rows",
+                "draft_seq_ids", expected=f"{owners.shape[0]} decode seqs",
+                actual=str(decoding))
+        if decoding == flags.shape[0]:  # an all-decode batch: row i is seq i, no gather
+            return values.any_true(ids != owners, lambda row: _foreign_row(batch, row, row))
+        positions = np.flatnonzero(flags)
+        return values.any_true(ids[positions] != owners, lambda row: _foreign_row(
             batch, row, int(positions[row])))
     if owners.shape[0] == 0:
         return values.any_true(flags, lambda p: Finding(

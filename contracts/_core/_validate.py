@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Sequence, Set
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,7 +37,7 @@ class Plan:
     fields: tuple[FieldSpec, ...]
     fast_check: Callable[[Any], bool]
     _rules: tuple[Rule, ...] | None = None
-    _essential: tuple[Rule, ...] | None = None
+    _by_depth: dict[Depth, tuple[Rule, ...]] | None = None
     _names: tuple[str, ...] | None = None
     _anchor: str | None = None
 
@@ -49,17 +49,15 @@ class Plan:
         return self._rules
 
     @property
-    def essential_rules(self) -> tuple[Rule, ...]:
-        """The value rules that run at the default depth, ``essential``."""
-        if self._essential is None:
-            self._essential = tuple(r for r in self.rules if r.depth is Depth.ESSENTIAL)
-        return self._essential
-
-    def rules_at(self, depth: Depth) -> tuple[Rule, ...]:
-        """The value rules a validation at ``depth`` runs (none at metadata depth)."""
-        if depth is Depth.FULL:
-            return self.rules
-        return self.essential_rules if depth is Depth.ESSENTIAL else ()
+    def by_depth(self) -> dict[Depth, tuple[Rule, ...]]:
+        """The value rules a validation runs at each depth (none at metadata depth)."""
+        if self._by_depth is None:
+            self._by_depth = {
+                Depth.METADATA: (),
+                Depth.ESSENTIAL: tuple(r for r in self.rules if r.depth is Depth.ESSENTIAL),
+                Depth.FULL: self.rules,
+            }
+        return self._by_depth
 
     def rule_target(self, obj: Any) -> Any:
         """What value rules read: ``obj``, or its twin of numpy views over CPU tensors."""
@@ -120,7 +118,7 @@ def _crash(rule: Rule, error: Exception) -> Finding:
 
 
 def _value_violations(
-    obj: Any, plan: Plan, rules: tuple[Rule, ...], config: Config, skip: set[str],
+    obj: Any, plan: Plan, rules: tuple[Rule, ...], config: Config, skip: Set[str],
     bindings: dict[str, int] | None,
 ) -> list[Violation]:
     # The hot loop of full depth: no helper call and no allocation per rule, since a
@@ -193,19 +191,23 @@ def validate(
         return []
     plan: Plan = type(obj).__sg_plan__
     STATS.checks += 1
-    want_depth = Depth(depth) if depth is not None else config.depth
-    first_only = config.collect is Collect.FIRST
-    violations: list[Violation] = []
-    skip: set[str] = set()
-    bindings: dict[str, int] | None = None
-    if not plan.fast_check(obj):
-        violations, skip, bindings = _metadata(obj, plan, first_only)
-        if violations and first_only:
+    rules = (plan._by_depth or plan.by_depth)[config.depth if depth is None else Depth(depth)]
+    if plan.fast_check(obj):
+        # The hand-over's common case: clean metadata, and at the default depth a rule or
+        # two (none at metadata depth). Nothing is allocated for it.
+        if not rules:
+            return []
+        violations = _value_violations(obj, plan, rules, config, _NO_SKIP, None)
+    else:
+        violations, skip, bindings = _metadata(obj, plan, config.collect is Collect.FIRST)
+        if violations and config.collect is Collect.FIRST:
             _report(config, plan.subject, violations)
             return violations
-    rules = plan.rules_at(want_depth)
-    if rules:
-        violations.extend(_value_violations(obj, plan, rules, config, skip, bindings))
+        if rules:
+            violations.extend(_value_violations(obj, plan, rules, config, skip, bindings))
     if violations:
         _report(config, plan.subject, violations)
     return violations
+
+
+_NO_SKIP: frozenset[str] = frozenset()
