@@ -28,34 +28,33 @@ else:
     # Validation accepts numpy and torch alike; the annotation names numpy's array type.
     Array = np.ndarray
 
-    class _Dtypes:
-        """A dtype family subscripted like jaxtyping's: ``Index[Array, "num_seqs"]``."""
+    class _Subscripted(type):
+        """Subscripting as jaxtyping's dtypes do: ``Index[Array, "num_seqs"]`` is a class
+        carrying ``dim_str`` and the family's ``dtypes``, made once per shape."""
 
-        __slots__ = ("__name__", "_made", "dtypes")
-
-        def __init__(self, name: str, dtypes: tuple[str, ...]) -> None:
-            self.__name__ = name
-            self.dtypes = dtypes
-            self._made: dict[tuple[Any, str], type] = {}
-
-        def __getitem__(self, item: Any) -> type:
+        def __getitem__(cls, item: Any) -> type:
             if not (isinstance(item, tuple) and len(item) == 2 and isinstance(item[1], str)):
-                raise TypeError(f"{self.__name__}[array type, 'shape'] expected, got {item!r}")
-            array_type, dim_str = item
-            made = self._made.get(item)
-            if made is None:
-                name = f"{self.__name__}[{getattr(array_type, '__name__', array_type)}, " \
+                raise TypeError(f"{cls.__name__}[array type, 'shape'] expected, got {item!r}")
+            made: dict[tuple[Any, str], type] = cls.__dict__["_made"]
+            found = made.get(item)
+            if found is None:
+                array_type, dim_str = item
+                name = f"{cls.__name__}[{getattr(array_type, '__name__', array_type)}, " \
                        f"{dim_str!r}]"
-                made = type(name, (), {"array_type": array_type, "dim_str": dim_str,
-                                       "dtypes": self.dtypes, "dtype": self,
-                                       "__module__": __name__})
-                self._made[item] = made
-            return made
+                found = type(name, (), {"array_type": array_type, "dim_str": dim_str,
+                                        "dtypes": cls.dtypes, "dtype": cls,
+                                        "__module__": __name__})
+                made[item] = found
+            return found
 
-        def __repr__(self) -> str:
-            return self.__name__
+    class Index(metaclass=_Subscripted):
+        """Integer ids, counts and offsets: int32 or int64, as engines store them."""
 
-    #: Integer ids, counts and offsets: int32 or int64, as engines store them.
-    Index = _Dtypes("Index", ("int32", "int64"))
-    #: Flags: bool.
-    Bool = _Dtypes("Bool", ("bool",))
+        dtypes = ("int32", "int64")
+        _made: dict[tuple[Any, str], type] = {}  # noqa: RUF012 - one cache per family
+
+    class Bool(metaclass=_Subscripted):
+        """Flags: bool."""
+
+        dtypes = ("bool",)
+        _made: dict[tuple[Any, str], type] = {}  # noqa: RUF012 - one cache per family

@@ -247,6 +247,7 @@ def test_crashing_check_becomes_sg000_not_a_foreign_error(monkeypatch):
     """A rule whose check raises IndexError is reported as SG000, never as the IndexError."""
     broken = dataclasses.replace(contracts.REGISTRY["SG112"], check=_raise_index_error)
     monkeypatch.setattr(SB.__sg_plan__, "_rules", (broken,))
+    monkeypatch.setattr(SB.__sg_plan__, "_by_depth", None)  # rules per depth follow
     with contracts.checking(depth="full"), pytest.raises(contracts.ContractViolation) as caught:
         build(SB)
     assert not isinstance(caught.value, IndexError)
