@@ -3,7 +3,7 @@
 What an engine author would write to check a decode batch as fast as numpy allows: one
 straight-line function, no objects, no messages on success, O(num_seqs) wherever the
 rule allows it (two block-table entries per seq, never the padded table), one sort for
-unique ids (a count over their span when a large batch's ids are compact), one unsigned
+unique ids (one mark per id over their span when a large batch's ids are compact), one unsigned
 view and one reduction for each vocabulary bound. It answers only with the code of a
 broken rule (or None), so it is a lower bound on what any validation of the same rules
 can cost, not a usable validator.
@@ -159,9 +159,10 @@ def _repeated_or_negative(ids: np.ndarray) -> bool:
     if n >= _TABLE_FROM:
         low, high = int(_minimum(ids, None)), int(_maximum(ids, None))
         if low >= 0 and high - low < 8 * n + 4096:
-            counts = np.bincount(ids, minlength=high + 1) if low <= high - low \
-                else np.bincount(ids - low)
-            return bool(_maximum(counts, None) > 1)
+            near_zero = low <= high - low
+            marks = np.zeros(high + 1 if near_zero else high - low + 1, dtype=np.bool_)
+            marks[ids if near_zero else ids - low] = True
+            return bool(_count_nonzero(marks) != n)
     ordered = np.sort(ids)
     return bool(ordered[0] < 0 or (n > 1 and _count_nonzero(ordered[1:] == ordered[:-1])))
 

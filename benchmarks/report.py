@@ -110,6 +110,9 @@ def format_report(report: dict[str, Any]) -> str:
         "",
         from_mapping_table(report["from_mapping"]),
         "",
+        f"- memory: validating {report['memory']['num_seqs']} seqs whose token stream is "
+        f"{report['memory']['token_bytes'] / 1024:.0f} KiB allocates "
+        f"{report['memory']['peak_bytes'] / 1024:.1f} KiB at most (no token array is copied)",
         f"- import specguard.contracts: {report['import']['import_ms']:.1f} ms CPU beyond "
         f"bare Python ({report['import']['bare_ms']:.1f} ms); numpy alone "
         f"{report['import']['numpy_ms']:.1f} ms; also loads: "

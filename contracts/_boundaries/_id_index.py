@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["dense_span", "first_repeated", "positions_of"]
+__all__ = ["any_repeated", "dense_span", "positions_of"]
 
 #: A table may hold this many slots per id (plus a constant) before sorting is cheaper.
 _SLOTS_PER_ID = 8
@@ -29,15 +29,16 @@ def dense_span(ids: np.ndarray) -> tuple[int, int] | None:
     return low, span
 
 
-def first_repeated(ids: np.ndarray, low: int, span: int) -> int | None:
-    """The smallest id that appears more than once, or None (``ids`` in the span)."""
-    # Ids near 0 are counted as they are: a few more slots are cheaper than a shifted copy.
-    counts = np.bincount(ids, minlength=low + span) if low <= span else \
-        np.bincount(ids - low, minlength=span)
-    if int(np.maximum.reduce(counts)) <= 1:
-        return None
-    shift = 0 if low <= span else low
-    return int(np.flatnonzero(counts > 1)[0]) + shift
+def any_repeated(ids: np.ndarray, low: int, span: int) -> bool:
+    """Whether an id appears twice (``ids`` within the span): one byte of table per slot.
+
+    Marking each id's slot and counting the marks costs about a third more than counting
+    with ``bincount``, for an eighth of the memory: the table stays as small as the ids.
+    """
+    # Ids near 0 are marked as they are: a few more slots are cheaper than a shifted copy.
+    marks = np.zeros(low + span if low <= span else span, dtype=np.bool_)
+    marks[ids if low <= span else ids - low] = True
+    return int(np.count_nonzero(marks)) != ids.shape[0]
 
 
 def positions_of(ids: np.ndarray, keys: np.ndarray) -> np.ndarray | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from specguard.contracts._boundaries._id_index import dense_span, first_repeated
+from specguard.contracts._boundaries._id_index import any_repeated, dense_span
 from specguard.contracts._boundaries._ops import host_value, number_text
 from specguard.contracts._core._arrays import array_kind, is_host
 from specguard.contracts._core._registry import Boundary, rule
@@ -38,9 +38,8 @@ def _unique_ids(obj: Any, values: Values) -> Finding | None:
     ids = obj.seq_ids
     if isinstance(ids, np.ndarray) and ids.ndim == 1 and ids.shape[0] >= _TABLE_FROM:
         bounds = dense_span(ids)  # None for negative or widely spread ids
-        if bounds is not None:
-            value = first_repeated(ids, *bounds)
-            return None if value is None else _duplicate(ids, value)
+        if bounds is not None and not any_repeated(ids, *bounds):
+            return None  # a repeat is located by the sort below, as for small batches
     if isinstance(ids, np.ndarray) and ids.ndim == 1 and ids.shape[0] >= 2:
         # On the host one sort answers both questions: its first element is the minimum.
         ordered = np.sort(ids)

@@ -31,8 +31,8 @@ def test_quick_json_run_exits_zero_with_top_level_sections(quick_report):
     """The report has the machine, settings, validation table, mode off, engine and targets."""
     code, report, _ = quick_report
     assert code == 0
-    assert set(report) == {"machine", "settings", "validation", "mode_off", "adapters",
-                           "from_mapping", "import", "engine", "targets"}
+    assert set(report) == {"machine", "settings", "validation", "mode_off", "memory",
+                           "adapters", "from_mapping", "import", "engine", "targets"}
     assert {"cpu", "cores", "python", "numpy", "torch"} <= set(report["machine"])
 
 
@@ -124,6 +124,8 @@ def _fake_report() -> dict[str, Any]:
         "from_mapping": [{"batch": 1024, "np_array_us": 100.0, "lists_us": 150.0,
                           "lists_ratio": 1.5}],
         "import": {"bare_ms": 20.0, "import_ms": 90.0, "numpy_ms": 60.0, "loads": []},
+        "memory": {"num_seqs": 4, "num_tokens": 262144, "token_bytes": 1 << 20,
+                   "peak_bytes": 3072},
         "engine": {"available": False, "reason": "no engine here"},
         "targets": [{"target": "full ≤ 2.0× floor, numpy B=8", "value": 2.5, "met": False}],
     }
@@ -169,7 +171,7 @@ def test_quick_json_measures_the_import_in_a_fresh_process(quick_report):
     "vLLM view at B=64, full depth ≤ 2× core validation of its objects",
     "ATOM view with a StepTracker ≤ 3× core validation",
     "import specguard.contracts ≤ 120 ms CPU beyond bare Python",
-    "peak extra memory below the token arrays (no copy), numpy B=128",
+    "no copy of the token arrays: peak extra memory ≤ 1/16 of a long token stream",
 ])
 def test_quick_json_lists_the_speed_targets(quick_report, target):
     """Each target of the speed work appears by name, with a boolean verdict."""
@@ -195,3 +197,11 @@ def test_builder_targets_start_at_b_1024():
         "rows, B=1024": True,
         "import specguard.contracts ≤ 120 ms CPU beyond bare Python": False,
     }
+
+
+def test_quick_json_reports_memory_for_a_long_token_stream(quick_report):
+    """Four seqs with a 1 MiB token stream: the peak extra memory is reported, in bytes."""
+    _, report, _ = quick_report
+    memory = report["memory"]
+    assert memory["num_seqs"] == 4 and memory["token_bytes"] == 1 << 20
+    assert memory["peak_bytes"] > 0
