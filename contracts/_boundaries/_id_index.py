@@ -38,7 +38,7 @@ def any_repeated(ids: np.ndarray, low: int, span: int) -> bool:
     # Ids near 0 are marked as they are: a few more slots are cheaper than a shifted copy.
     marks = np.zeros(low + span if low <= span else span, dtype=np.bool_)
     marks[ids if low <= span else ids - low] = True
-    return int(np.count_nonzero(marks)) != ids.shape[0]
+    return bool(int(np.count_nonzero(marks)) != ids.shape[0])
 
 
 def positions_of(ids: np.ndarray, keys: np.ndarray) -> np.ndarray | None:
