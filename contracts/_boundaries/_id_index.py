@@ -55,14 +55,19 @@ def positions_of(ids: np.ndarray, keys: np.ndarray) -> np.ndarray | None:
     bounds = dense_span(ids)
     if bounds is not None:
         low, span = bounds
-        table = np.full(span, -1, dtype=np.intp)
-        table[ids - low] = np.arange(n)
-        if not bool((table[ids - low] == np.arange(n)).all()):
+        # Ids near 0 index the table as they are: a few more slots beat a shifted copy.
+        shift = 0 if low <= span else low
+        size = low + span - shift
+        table = np.full(size, -1, dtype=np.intp)
+        slots = ids - shift if shift else ids
+        order = np.arange(n)
+        table[slots] = order
+        if not bool((table[slots] == order).all()):
             return None  # a repeated id: the later write won
-        shifted = keys.astype(np.int64) - low
-        if int(np.minimum.reduce(shifted)) < 0 or int(np.maximum.reduce(shifted)) >= span:
+        wanted = keys - shift if shift else keys
+        if int(np.minimum.reduce(wanted)) < 0 or int(np.maximum.reduce(wanted)) >= size:
             return None
-        found: np.ndarray = table[shifted]
+        found: np.ndarray = table[wanted]
         return None if int(np.minimum.reduce(found)) < 0 else found
     order = np.argsort(ids, kind="stable")
     ordered = ids[order]

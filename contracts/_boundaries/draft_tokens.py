@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import operator
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -243,8 +242,7 @@ def _positions(ids: np.ndarray, keys: list[Any]) -> np.ndarray | None:
     return positions_of(ids, wanted)
 
 
-_ndim = operator.attrgetter("ndim")
-_dtype = operator.attrgetter("dtype")
+_UNSIGNED = {np.dtype(np.int32): np.uint32, np.dtype(np.int64): np.uint64}
 _RUN_TYPES = frozenset({list, tuple, np.ndarray})
 
 
@@ -257,10 +255,8 @@ def _stack(values: list[Any], width: int, dtype: np.dtype[Any]
     if not values:
         return np.zeros((0, 0), dtype=dtype), np.zeros(0, dtype=np.intp)
     try:
-        if type(values[0]) is np.ndarray and set(map(type, values)) == {np.ndarray}:
-            found = _stack_arrays(values)
-        else:
-            found = _stack_runs(values)
+        found = _stack_arrays(values) if type(values[0]) is np.ndarray \
+            else _stack_runs(values)
     except (TypeError, ValueError, OverflowError, RuntimeError):
         return None
     if found is None:
@@ -273,14 +269,15 @@ def _stack(values: list[Any], width: int, dtype: np.dtype[Any]
     return stacked, lengths
 
 
-def _stack_arrays(values: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray] | None:
-    """1-D integer arrays: one concatenation (their dtypes rule out bools up front)."""
-    if set(map(_ndim, values)) != {1}:
-        return None
-    if any(d.kind not in "iu" for d in set(map(_dtype, values))):
-        return None
+def _stack_arrays(values: list[Any]) -> tuple[np.ndarray, np.ndarray] | None:
+    """Arrays: one concatenation. 0-d entries make it raise, 2-D ones leave it 2-D, and
+    a bool array among integer ones is found by :func:`_has_bool_run`."""
     lengths = np.fromiter(map(len, values), dtype=np.intp, count=len(values))
     flat = np.concatenate(values)
+    if flat.ndim != 1 or flat.shape[0] != int(lengths.sum()):
+        return None
+    if flat.size and flat.dtype.kind in "iu" and _has_bool_run(values, flat, lengths):
+        return None
     if int(lengths.min()) == int(lengths.max()):
         return flat.reshape(len(values), int(lengths[0])), lengths
     return flat, lengths
@@ -312,8 +309,10 @@ def _has_bool_run(values: list[Any], stacked: np.ndarray, lengths: np.ndarray) -
     Only an entry whose ids are all 0 or 1 can be one, so only those are looked at.
     """
     flat = stacked.reshape(-1)
-    small = np.logical_and(flat >= 0, flat <= 1)
-    if not small.any():
+    # 0 and 1 are the only ids below 2 once negatives wrap to huge unsigned values.
+    small = flat.view(_UNSIGNED[flat.dtype]) <= 1 if flat.dtype in _UNSIGNED else \
+        (flat >= 0) & (flat <= 1)
+    if not np.count_nonzero(small):
         return False
     if stacked.ndim == 2:
         suspects = np.flatnonzero(small.reshape(stacked.shape).all(axis=1))
