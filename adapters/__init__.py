@@ -5,28 +5,36 @@
 * :class:`~specguard.adapters.atom.AtomView` and
   :class:`~specguard.adapters.vllm.VllmView` read ATOM's and vLLM's own objects by
   duck typing (neither engine is imported);
-* :class:`~specguard.adapters.step_state.StepTracker` checks each step against the previous one;
+* :mod:`~specguard.adapters.atom_install` puts them around a live ATOM ``ModelRunner`` in
+  one call (``install_atom(runner)``, ``uninstall_atom(runner)``);
+* :class:`~specguard.adapters.step_tracker.StepTracker` checks each step against the previous one;
 * :mod:`specguard.adapters.snapshots` writes a violation to a file that ``specguard check``
-  re-validates; :mod:`specguard.adapters.pytest_plugin` turns every guard on for a test run.
+  re-validates (an unreadable one is a :class:`SnapshotError`);
+  :mod:`specguard.adapters.pytest_plugin` turns every guard on for a test run.
 
 Knows the contracts; knows no runner.
 """
 
+from specguard.adapters import atom_install as atom_install
 from specguard.adapters._guard import guard as guard
 from specguard.adapters.atom import AtomView as AtomView
+from specguard.adapters.atom_install import install as install_atom
+from specguard.adapters.atom_install import uninstall as uninstall_atom
 from specguard.adapters.proxies import guard_runner as guard_runner
 from specguard.adapters.proxies import guard_scheduler as guard_scheduler
 from specguard.adapters.proxies import is_guarded as is_guarded
 from specguard.adapters.proxies import unwrap as unwrap
-from specguard.adapters.step_state import StepLinks as StepLinks
-from specguard.adapters.step_state import StepPlan as StepPlan
-from specguard.adapters.step_state import StepState as StepState
-from specguard.adapters.step_state import StepTracker as StepTracker
+from specguard.adapters.snapshots import SnapshotError as SnapshotError
+from specguard.adapters.step_tracker import StepLinks as StepLinks
+from specguard.adapters.step_tracker import StepPlan as StepPlan
+from specguard.adapters.step_tracker import StepState as StepState
+from specguard.adapters.step_tracker import StepTracker as StepTracker
 from specguard.adapters.vllm import VllmStep as VllmStep
 from specguard.adapters.vllm import VllmView as VllmView
 
 __all__ = [
     "AtomView",
+    "SnapshotError",
     "StepLinks",
     "StepPlan",
     "StepState",
@@ -36,6 +44,8 @@ __all__ = [
     "guard",
     "guard_runner",
     "guard_scheduler",
+    "install_atom",
     "is_guarded",
+    "uninstall_atom",
     "unwrap",
 ]

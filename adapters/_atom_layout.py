@@ -10,7 +10,6 @@ when the batch itself is laid out that way.
 from __future__ import annotations
 
 import numpy as np
-from specguard.adapters._host import int_at
 from specguard.contracts import (
     Array,
     Boundary,
@@ -21,6 +20,7 @@ from specguard.contracts import (
     boundary_object,
     rule,
 )
+from specguard.contracts.ops import host_value as int_at
 
 __all__ = ["AtomLayout"]
 
@@ -44,6 +44,9 @@ class AtomLayout(BoundaryObject):
     """The batch's ``req_ids``, in batch order."""
     prev_rows: Index[Array, "num_seqs"]
     """Each seq's row in the previous forward, or -1 (a *new* seq)."""
+    blocks_by_origin: bool = True
+    """Whether the runner writes deferred and new spans as two blocks (ATOM before
+    ROCm/ATOM#1771); from #1771 on it addresses each span by its batch position."""
 
 
 _LAYOUT = ("AtomLayout",)
@@ -80,8 +83,12 @@ def _deferred_first(layout: AtomLayout, values: Values) -> Finding | None:
     """The runner writes the spans of deferred seqs first and new seqs after them; only
     after a prefill step may new seqs lead (``[new | deferred]``). Any other interleaving
     feeds each seq from the first misplaced one onwards another seq's tokens at its own
-    positions: no error, wrong output."""
-    if layout.seqs_prefill or not layout.seqs_decode:
+    positions: no error, wrong output.
+
+    Applies to ATOM's runner before ROCm/ATOM#1771 (``80b5b02be``, ``26ba9913d``):
+    ``AtomView(layout="pre-1771")``. From #1771 on each span is addressed by its own
+    batch position, any order is valid, and the rule checks nothing."""
+    if not layout.blocks_by_origin or layout.seqs_prefill or not layout.seqs_decode:
         return None
     deferred = layout.prev_rows >= 0
     count = int(deferred.sum())

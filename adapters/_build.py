@@ -13,10 +13,10 @@ Three things happen around the constructor, and nowhere else:
 from __future__ import annotations
 
 import dataclasses
-import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
+from specguard.adapters._snapshot_write import capture
 from specguard.contracts import (
     BoundaryObject,
     ContractViolation,
@@ -24,6 +24,7 @@ from specguard.contracts import (
     Violation,
     checking,
     current_config,
+    warn,
 )
 
 __all__ = ["build", "made", "name_violations"]
@@ -31,7 +32,6 @@ __all__ = ["build", "made", "name_violations"]
 B = TypeVar("B", bound=BoundaryObject)
 T = TypeVar("T")
 
-_log = logging.getLogger("specguard")
 
 
 def build(
@@ -73,7 +73,7 @@ def made(
                 _snapshot(*snapshot, named)
             raise named from None
         for violation in named.violations:
-            _log.warning("specguard: %s", violation.format())
+            warn(violation)
     with checking(mode=Mode.OFF):
         return factory()
 
@@ -100,6 +100,4 @@ def _named(violation: Violation, names: Sequence[str]) -> Violation:
 def _snapshot(
     subject: str, fields: Mapping[str, Any], state: Any, error: ContractViolation
 ) -> None:
-    from specguard.adapters.snapshots import capture
-
     capture(subject, fields, error, state=state)

@@ -23,6 +23,7 @@ from typing import Any, TypeVar, cast
 
 from beartype.door import TypeHint, is_bearable
 from beartype.roar import BeartypeException
+from specguard.adapters._snapshot_write import capture_object
 from specguard.contracts import (
     BoundaryObject,
     Config,
@@ -84,8 +85,6 @@ def _checker(spec: Any, label: str, name: str) -> Check:
             try:
                 validate(value, config=config)
             except ContractViolation as error:
-                from specguard.adapters.snapshots import capture_object
-
                 capture_object(value, error)
                 raise
 

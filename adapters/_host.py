@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import sys
-from typing import Any, TypeGuard
+from typing import Any
 
 import numpy as np
 from specguard.contracts import DeviceValues, current_config
 
-__all__ = ["host_array", "int_at", "is_int"]
+__all__ = ["host_array"]
 
 
 def host_array(value: Any) -> np.ndarray | None:
@@ -29,14 +29,3 @@ def host_array(value: Any) -> np.ndarray | None:
         value = value.cpu()
     return value.detach().numpy()  # type: ignore[no-any-return]
 
-
-def int_at(array: Any, index: int) -> int | None:
-    """``int(array[index])`` for a host vector and an index in range, else None."""
-    if not isinstance(array, np.ndarray) or array.ndim != 1 or not 0 <= index < array.shape[0]:
-        return None
-    return int(array[index])
-
-
-def is_int(value: Any) -> TypeGuard[int | np.integer]:
-    """A Python or numpy integer that is not a bool: what engines use for ids and counts."""
-    return isinstance(value, int | np.integer) and not isinstance(value, bool)

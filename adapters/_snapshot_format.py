@@ -18,14 +18,15 @@ unpickled or trusted.
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Annotated, Any, Literal
 
 import numpy as np
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
-from specguard.adapters._host import is_int
 from specguard.contracts import describe
+from specguard.contracts.ops import is_int
 
 __all__ = [
     "MAX_ELEMENTS",
@@ -36,6 +37,7 @@ __all__ = [
     "SnapshotFile",
     "ValidationError",
     "decode_array",
+    "duplicate_key",
     "encode",
     "read_model",
 ]
@@ -155,6 +157,28 @@ class SnapshotFile(BaseModel):
 def read_model(raw: bytes) -> SnapshotFile:
     """Parse and validate a file's bytes (raises pydantic.ValidationError)."""
     return SnapshotFile.model_validate_json(raw)
+
+
+def duplicate_key(raw: bytes) -> str | None:
+    """The first key written twice in one JSON object, else None.
+
+    Run on a file :func:`read_model` accepted, which bounds its size and nesting.
+    """
+    found: list[str] = []
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        seen: set[str] = set()
+        for key, _ in items:
+            if key in seen and not found:
+                found.append(key)
+            seen.add(key)
+        return dict(items)
+
+    try:
+        json.loads(raw, object_pairs_hook=pairs)
+    except (ValueError, RecursionError):  # not for this check to judge: read_model did
+        return None
+    return found[0] if found else None
 
 
 class Budget:

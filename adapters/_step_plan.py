@@ -39,6 +39,9 @@ class StepPlan:
     """Real drafts per decode row."""
     draft_placeholder: int | None = None
     """A draft value the runner overwrites from its previous-step buffers."""
+    token_ids: np.ndarray | None = None
+    """The flat scheduled token stream, when it is on the host (a recompute is checked
+    against the tokens its seq was emitted)."""
 
     @classmethod
     def of(cls, batch: ScheduledBatch) -> StepPlan | None:
@@ -50,7 +53,7 @@ class StepPlan:
             return None
         seq_ids, is_decode, context, scheduled, drafts, counts = cast(list[np.ndarray], arrays)
         return cls(batch.mtp_k, seq_ids, is_decode, context - scheduled, scheduled,
-                   drafts, counts, batch.draft_placeholder)
+                   drafts, counts, batch.draft_placeholder, host_array(batch.token_ids))
 
     def is_sound(self) -> bool:
         """Whether the arrays have the shapes and kinds the tracker relies on."""

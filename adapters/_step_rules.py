@@ -2,7 +2,7 @@
 
 The step tracker derives these small host objects from the previous step's state and the
 objects crossing now, and builds them, which validates them like any boundary object:
-by mode, at full depth, naming the seq and its batch position. Rules SG601-SG607.
+by mode, at full depth, naming the seq and its batch position. Rules SG601-SG608.
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Any, cast
 
 import numpy as np
-from specguard.adapters._host import int_at
 from specguard.contracts import (
     Array,
     Bool,
@@ -22,8 +21,9 @@ from specguard.contracts import (
     boundary_object,
     rule,
 )
+from specguard.contracts.ops import host_value as int_at
 
-__all__ = ["DraftRows", "StepTransition", "VerifyRows"]
+__all__ = ["DraftRows", "RecomputedTokens", "StepTransition", "VerifyRows"]
 
 
 @boundary_object(Boundary.SCHEDULE, minimums={"mtp_k": 1})
@@ -31,7 +31,7 @@ class StepTransition(BoundaryObject):
     """How this step's seqs continue from the step before.
 
     Per-seq arrays follow this step's batch order; per-row arrays follow its decode seqs
-    in batch order. Built by :class:`specguard.adapters.step_state.StepTracker`.
+    in batch order. Built by :class:`specguard.adapters.step_tracker.StepTracker`.
     """
 
     mtp_k: int
@@ -45,7 +45,8 @@ class StepTransition(BoundaryObject):
     starts: Index[Array, "num_seqs"]
     """First scheduled position of each seq this step (context length minus scheduled)."""
     expected_starts: Index[Array, "num_seqs"]
-    """Where the previous step left each seq off, or -1 when that is not known."""
+    """Where each seq's last known step left it off (the previous step, or an earlier one
+    for a seq that was absent), or -1 when that is not known or the seq restarts."""
     decode_positions: Index[Array, "num_decode"]
     """Batch position of each decode row."""
     draft_token_ids: Index[Array, "num_decode mtp_k"]
@@ -78,6 +79,26 @@ class VerifyRows(BoundaryObject):
     """The seq of each verify row."""
     num_accepted: Index[Array, "num_rows"]
     """Accepted drafts per verify row."""
+
+
+@boundary_object(Boundary.SCHEDULE)
+class RecomputedTokens(BoundaryObject):
+    """The prefill seqs of a step against the tokens the verifier emitted for them.
+
+    Built by the step tracker from the tokens it saw emitted, by seq id and position,
+    whatever steps the seq was absent from in between.
+    """
+
+    seq_ids: Index[Array, "num_prefill"]
+    """The step's prefill seqs, in batch order."""
+    positions: Index[Array, "num_prefill"]
+    """Their batch positions."""
+    token_positions: Index[Array, "num_prefill"]
+    """The first position whose fed token is not the one emitted there, or -1."""
+    fed: Index[Array, "num_prefill"]
+    """The token fed at that position."""
+    emitted: Index[Array, "num_prefill"]
+    """The token the verifier emitted at that position."""
 
 
 @boundary_object(Boundary.DRAFT_OUTPUT)
@@ -117,7 +138,15 @@ def _resumes(step: StepTransition, values: Values) -> Finding | None:
     """A seq's first scheduled position is where its last step left it: the previous start
     plus the chunk after a prefill, plus the accepted drafts and one after a decode (the
     correction token is the new anchor). Anything else writes KV at the wrong positions
-    or feeds tokens the model already has: silent corruption, never a crash."""
+    or feeds tokens the model already has: silent corruption, never a crash.
+
+    What it checks: every seq whose last known step is known, whether that step was the
+    previous forward or an earlier one (a seq skipped for a step, or parked, resumes
+    where it left off). One exception is legal: a seq that comes back as a *prefill*
+    starting before that point is a recompute from its cached prefix after a preemption
+    (ATOM's ``preempt`` and vLLM's both restart that way); SG608 checks its tokens
+    instead. Applies to every engine whose scheduler waits for the verifier (not to
+    vLLM's async scheduling, whose tracker turns it off)."""
     starts, expected = step.starts, step.expected_starts
     bad = (expected >= 0) & (starts >= 0) & (starts != expected)
     return values.any_true(bad, lambda i: Finding(
@@ -244,3 +273,33 @@ def _whole_proposal(step: StepTransition, values: Values) -> Finding | None:
         f"{int_at(expected, row)} for this seq", "num_drafts",
         position=int_at(step.decode_positions, row),
         expected=str(int_at(expected, row)), actual=str(int_at(carried, row))))
+
+
+@rule("SG608", "a recomputed seq re-feeds only the tokens it was emitted",
+      boundary=Boundary.SCHEDULE, applies_to=("RecomputedTokens",),
+      fields={"token_positions", "fed", "emitted"},
+      bug="ATOM preempt (80b5b02be to ffdf3bb5d): a seq preempted right after a step it "
+      "was in keeps the placeholders postprocess appended for that step (it strips "
+      "mtp_k + num_rejected, the count before the append), and the recompute feeds them "
+      "as real tokens.")
+def _recomputed(tokens: RecomputedTokens, values: Values) -> Finding | None:
+    """A preempted seq is recomputed from its history: its prompt and the tokens the
+    verifier emitted for it. A placeholder slot (a draft position that was never
+    verified, an EOS appended to reserve room) or a token other than the one emitted at
+    that position becomes context the model never produced: every later token is
+    conditioned on it, silently.
+
+    What it checks: for each prefill seq, every position of its chunk at which the
+    tracker saw the verifier emit a token (in any earlier step, however long the seq was
+    absent) must be fed that token. Prompt positions are not compared (they were never
+    emitted), and neither are positions the verifier did not report on the host (device
+    values without ``device_values="sync"``). Tokens emitted in the step a seq was
+    preempted in and never delivered are not history either: a recompute that stops
+    before them is fine. Engine-independent; needs the verifier's rows on the host."""
+    bad = tokens.token_positions >= 0
+    return values.any_true(bad, lambda i: Finding(
+        f"re-feeds token {int_at(tokens.fed, i)} at position "
+        f"{int_at(tokens.token_positions, i)}, where the verifier emitted "
+        f"{int_at(tokens.emitted, i)}", "token_positions",
+        position=int_at(tokens.positions, i), seq_id=int_at(tokens.seq_ids, i),
+        expected=str(int_at(tokens.emitted, i)), actual=str(int_at(tokens.fed, i))))

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 from specguard.contracts import Finding, report
+from specguard.contracts.ops import arange_like
 
 __all__ = ["drafter_fields"]
 
@@ -25,7 +26,7 @@ def drafter_fields(*, vocab_size: int, target_token_ids: Any, target_positions: 
     seqs = _length(query_start_loc) - 1
     return {
         "vocab_size": vocab_size, "num_tokens": _length(target_token_ids),
-        "seq_ids": _arange_like(query_start_loc, max(seqs, 0)), "input_ids": ids,
+        "seq_ids": arange_like(query_start_loc, max(seqs, 0)), "input_ids": ids,
         "positions": target_positions, "query_start_loc": query_start_loc,
         "sample_indices": last_token_indices,
     }
@@ -86,11 +87,3 @@ def _scatter_torch(target: Any, next_ids: Any, last: Any) -> Any:
     at = last.clamp(0, n - 1).long()
     values = torch.where(inside, next_ids.to(ids.dtype), ids[at])
     return ids.index_put((at,), values)
-
-
-def _arange_like(array: Any, n: int) -> Any:
-    if hasattr(array, "device") and not isinstance(array, np.ndarray):
-        import torch
-
-        return torch.arange(n, device=array.device)
-    return np.arange(n)

@@ -15,14 +15,10 @@ from typing import Any
 
 import numpy as np
 from specguard.adapters._build import build, made
-from specguard.adapters._host import is_int
 from specguard.contracts import DraftTokens
+from specguard.contracts.ops import PLACEHOLDER, is_int
 
 __all__ = ["PLACEHOLDER", "draft_tokens", "listed_rows"]
-
-PLACEHOLDER = -1
-"""vLLM's ``PLACEHOLDER_TOKEN_ID``: padding in sampler rows, async draft stand-ins."""
-
 
 def draft_tokens(order: Sequence[str], drafts: Mapping[Any, Any], *, mtp_k: int,
                  vocab_size: int, async_scheduling: bool) -> DraftTokens:
@@ -34,7 +30,7 @@ def draft_tokens(order: Sequence[str], drafts: Mapping[Any, Any], *, mtp_k: int,
     if rows is None:
         listed = {position.get(r, r): _real(d, async_scheduling) for r, d in drafts.items()}
         return made(lambda: DraftTokens.from_mapping(
-            decode, listed, mtp_k=mtp_k, vocab_size=vocab_size), names=order)
+            decode, listed, mtp_k=mtp_k, vocab_size=vocab_size, placeholder=0), names=order)
     counts = np.full(rows.shape[0], mtp_k, dtype=np.int64)
     if async_scheduling:
         trailing = np.cumprod(rows[:, ::-1] == PLACEHOLDER, axis=1).sum(axis=1)

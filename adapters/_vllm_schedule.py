@@ -8,7 +8,6 @@ from that convention alone. The object holds the per-request counts of one
 
 from __future__ import annotations
 
-from specguard.adapters._host import int_at
 from specguard.contracts import (
     Array,
     Boundary,
@@ -19,6 +18,7 @@ from specguard.contracts import (
     boundary_object,
     rule,
 )
+from specguard.contracts.ops import host_value as int_at
 
 __all__ = ["VllmSchedule"]
 

@@ -2,7 +2,7 @@
 
 ATOM is not imported: :class:`AtomView` reads its ``ScheduledBatch`` through ATOM's own
 field names and builds a ``specguard.contracts.ScheduledBatch`` from views of its arrays (O(batch)
-work, no per-token loop, the token and draft arrays are not copied)::
+work, no per-token loop, the token and dense draft arrays are not copied)::
 
     view = AtomView(mtp_k=3, vocab_size=129280, block_size=16, tracker=StepTracker())
     scheduler = guard_scheduler(scheduler, view)   # every batch is checked before forward
@@ -13,14 +13,20 @@ work, no per-token loop, the token and draft arrays are not copied)::
 What it recognises, in ATOM's terms:
 
 * ``scheduled_spec_decode_tokens`` dense ``(bs, k)`` (upstream since #1771) or compacted
-  ``(n_with_drafts, k)`` (before it): the compacted form is the ``IndexError: index 127
-  is out of bounds`` bug, reported as SG101 naming the seq without a row;
+  ``(n_with_drafts, k)`` (before it; 1-D and empty when nobody has drafts): the runner
+  reads a row only for a seq that was not in the previous forward, at its batch
+  position. A compacted array whose rows those reads miss or misassign is the
+  ``IndexError: index 127 is out of bounds`` bug, reported as SG101 naming the seq
+  without a row (see :func:`_rows_read`);
 * ``block_tables`` filtered by ``if seq.block_table`` and ``per_req_cache_groups``
   compacted to the seqs with a group: SG105 names the first seq without an entry;
 * decode ``context_lens`` include ATOM's placeholders: the view subtracts the rejected
   count the runner will use (for deferred rows, the previous step's, from the tracker);
-* ATOM's layout assumptions (one phase per batch, ``[deferred | new]``, ``num_spec_step``):
-  :class:`~specguard.adapters._atom_layout.AtomLayout`, rules SG611-SG613.
+* ATOM's layout assumptions (one phase per batch, ``[deferred | new]`` before #1771,
+  ``num_spec_step``): :class:`~specguard.adapters._atom_layout.AtomLayout`, rules
+  SG611-SG613;
+* ``Scheduler.schedule()``'s ``(batch, seqs)`` or ``None``, so ``guard_scheduler`` works
+  as is; :mod:`specguard.adapters.atom_install` wraps a live ``ModelRunner`` instead.
 
 ``block_tables`` reaches the contract as a read-only broadcast of one block id per seq
 (its first block, or -1 when its table is empty or shorter than its context), so SG110
@@ -34,8 +40,8 @@ from typing import Any
 import numpy as np
 from specguard.adapters._atom_layout import AtomLayout
 from specguard.adapters._build import build
-from specguard.adapters._host import host_array, is_int
-from specguard.adapters.step_state import StepLinks, StepState, StepTracker
+from specguard.adapters._host import host_array
+from specguard.adapters.step_tracker import StepLinks, StepPlan, StepState, StepTracker
 from specguard.contracts import (
     Boundary,
     DrafterOutput,
@@ -44,43 +50,105 @@ from specguard.contracts import (
     VerifyOutput,
     report,
 )
+from specguard.contracts.ops import is_int
 
-__all__ = ["AtomLayout", "AtomView"]
+__all__ = ["LAYOUTS", "AtomLayout", "AtomView"]
 
 _SUBJECT = "ATOM ScheduledBatch"
+
+
+#: The runner versions the view models, by the ATOM change that separates them.
+LAYOUTS = ("pr1771", "pre-1771")
 
 
 class AtomView:
     """Validates ATOM ``ScheduledBatch`` objects; one instance per engine (it keeps state).
 
     ``mtp_k``, ``vocab_size`` and ``block_size`` are the engine's configuration. Give it a
-    :class:`StepTracker` to check step-to-step relations and ATOM's ``[deferred | new]``
-    layout, and to read deferred rows the way the runner does. ``per_req_state`` says
-    whether the model keeps per-request state (GDN, DeepSeek-V4); None infers it from a
-    non-empty ``per_req_cache_groups``.
+    :class:`StepTracker` to check step-to-step relations, and to read draft rows and
+    deferred rows the way the runner does. ``per_req_state`` says whether the model keeps
+    per-request state (GDN, DeepSeek-V4); None infers it from a non-empty
+    ``per_req_cache_groups``.
+
+    ``layout`` names the runner whose reading of the batch is modelled:
+
+    * ``"pr1771"`` (default; ATOM from ROCm/ATOM#1771, ``042e8f1c0``, to today):
+      ``tokenIDProcessor.prepare_input_ids`` addresses every decode span by its own batch
+      position, so any interleaving of deferred and new seqs is valid (SG612 is off);
+      a batch whose prefill seqs are all on middle chunks returns from ``forward``
+      before postprocess, so it does not become the runner's previous forward;
+    * ``"pre-1771"`` (ATOM up to ``26ba9913d``, ROCm/ATOM#1444, included): deferred and
+      new spans are written as two blocks, so the batch must be laid out
+      ``[deferred | new]`` (or ``[new | deferred]`` right after a prefill forward): SG612.
+
+    Both runners read a host draft row only for a decode seq that was not in the
+    previous forward, at its batch position; a seq that was is fed its anchor and drafts
+    from the device. With a tracker, the view checks exactly those reads, so a compacted
+    ``scheduled_spec_decode_tokens`` (before #1771) passes while every row read exists
+    and belongs to its seq, and is SG101 otherwise; without one, every decode seq must
+    have its row.
     """
 
     def __init__(self, *, mtp_k: int, vocab_size: int, block_size: int,
-                 tracker: StepTracker | None = None, per_req_state: bool | None = None) -> None:
+                 tracker: StepTracker | None = None, per_req_state: bool | None = None,
+                 layout: str = "pr1771") -> None:
+        if layout not in LAYOUTS:
+            raise ValueError(f"AtomView: layout={layout!r} is not one of {LAYOUTS} "
+                             "('pr1771' for ATOM from ROCm/ATOM#1771 on, 'pre-1771' before)")
         self.mtp_k = mtp_k
         self.vocab_size = vocab_size
         self.block_size = block_size
         self.tracker = tracker
         self.per_req_state = per_req_state
+        self.layout = layout
 
-    def __call__(self, batch: Any) -> ScheduledBatch:
-        """Check one batch (and its relation to the previous step); return the contract view."""
+    def __call__(self, batch: Any) -> ScheduledBatch | None:
+        """Check one batch (and its relation to the previous step); return the contract view.
+
+        Also takes what ATOM's ``Scheduler.schedule()`` returns, so that
+        ``guard_scheduler(scheduler, view)`` works: ``(batch, seqs)`` is checked as
+        ``batch``, and ``None`` (nothing to schedule) is returned as it is. A batch with no
+        seqs, which ATOM's engine never forwards, is checked but leaves the tracker's
+        previous step alone.
+        """
+        if batch is None:
+            return None
+        if isinstance(batch, tuple) and len(batch) == 2:
+            batch = batch[0]
+            if batch is None:
+                return None
         seq_ids = _ids(_read(batch, "req_ids"))
         previous = self.tracker.close() if self.tracker is not None else None
         links = _links(self.tracker, seq_ids)
         fields = self._fields(batch, seq_ids, links, previous)
         scheduled = build(ScheduledBatch, fields, state=previous)
-        build(AtomLayout, _layout(batch, self.mtp_k, seq_ids, links, previous), state=previous)
+        build(AtomLayout, _layout(batch, self.mtp_k, seq_ids, links, previous,
+                                  self.layout == "pre-1771"), state=previous)
         if self.tracker is not None:
             # Deferred rows: the runner gathers their drafts from the previous forward.
             refilled = links.prev_rows[fields["is_decode"]] >= 0
-            self.tracker.schedule(scheduled, refilled=refilled)
+            self.tracker.schedule(scheduled, refilled=refilled,
+                                  forwarded=self._becomes_previous(batch, fields["is_decode"]))
         return scheduled
+
+    def skipped_forward(self) -> None:
+        """A forward of something other than a scheduled batch ran (ATOM's DP
+        ``dummy_execution``): the runner's previous forward is now a batch with no real
+        seqs, so every seq of the next batch is fed from the host."""
+        if self.tracker is not None:
+            empty = np.zeros(0, dtype=np.int64)
+            self.tracker.schedule(StepPlan(
+                self.mtp_k, empty, np.zeros(0, dtype=bool), empty, empty,
+                np.zeros((0, self.mtp_k), dtype=np.int64), empty))
+
+    def _becomes_previous(self, batch: Any, is_decode: np.ndarray) -> bool:
+        """Whether the runner's next step will see this batch as its previous forward."""
+        if is_decode.shape[0] == 0:
+            return False  # ATOM's engine skips forward for a batch without seqs
+        if self.layout == "pre-1771" or is_decode.any():
+            return True
+        final = getattr(batch, "is_final_chunk", None)  # from #1771 on
+        return final is None or not isinstance(final, list | tuple) or any(final)
 
     def verified(self, batch: Any, sampled_tokens: Any, num_bonus_tokens: Any) -> VerifyOutput:
         """The rejection sampler's rows of a decode batch: ``[bs, k+1]`` and accepted counts.
@@ -114,6 +182,9 @@ class AtomView:
         drafts = _read(batch, "scheduled_spec_decode_tokens") if is_decode.any() else None
         if drafts is None and not is_decode.any():
             drafts = np.zeros((0, self.mtp_k), dtype=np.int32)
+        num_drafts = _num_drafts(is_decode, links, previous, self.mtp_k)
+        drafts = _rows_read(drafts, is_decode, links, num_drafts, self.mtp_k,
+                            tracked=self.tracker is not None)
         return {
             "mtp_k": self.mtp_k, "vocab_size": self.vocab_size, "block_size": self.block_size,
             "num_decode": num_decode, "num_tokens": _read(batch, "total_tokens_num"),
@@ -124,7 +195,7 @@ class AtomView:
                                            self.block_size),
             "token_ids": _read(batch, "scheduled_tokens"),
             "draft_token_ids": drafts,
-            "num_drafts": _num_drafts(is_decode, links, previous, self.mtp_k),
+            "num_drafts": num_drafts,
             "state_slots": _state_slots(_read(batch, "per_req_cache_groups"), self.per_req_state),
         }
 
@@ -209,6 +280,48 @@ def _num_drafts(is_decode: np.ndarray, links: StepLinks, previous: StepState | N
     return counts
 
 
+def _rows_read(raw: Any, is_decode: np.ndarray, links: StepLinks, num_drafts: np.ndarray,
+               mtp_k: int, *, tracked: bool) -> Any:
+    """``scheduled_spec_decode_tokens`` as the contract's one row per decode seq, read the
+    way ATOM's runner reads it (every version, ``prepare_input_ids``).
+
+    ATOM builds the host rows from ``{seq id: drafts}`` of the seqs that have drafts on
+    the host: ``np.asarray(list(d.values()))`` before #1771 (compacted; 1-D and empty
+    when nobody has drafts yet), ``(bs, k)`` zero-filled from #1771 on. The runner reads
+    a row only for a decode seq that was not in the previous forward (*new*), at the
+    seq's batch position; *deferred* seqs are fed from the device. So:
+
+    * an empty array is zero rows, whatever its rank;
+    * with a tracker, a short (compacted) array is valid while every row the runner
+      reads exists and belongs to its reader: the reader's drafts, given that seqs fresh
+      from prefill (``num_drafts`` 0) have no row. It then reaches the contract as one
+      row per decode seq (the rows read, zeros where the device feeds the seq).
+      Otherwise the array reaches the contract as it is and SG101 names the seq whose
+      row is missing;
+    * a dense array, or anything without a tracker, reaches the contract unchanged.
+    """
+    rows = host_array(raw)
+    if rows is None:
+        return raw
+    if rows.ndim == 1 and rows.shape[0] == 0:
+        rows = rows.reshape(0, mtp_k)
+    decode = np.flatnonzero(is_decode)
+    if not tracked or rows.ndim != 2 or rows.shape[1] != mtp_k \
+            or rows.shape[0] >= decode.shape[0] or links.prev_rows.shape[0] != is_decode.shape[0] \
+            or num_drafts.shape[0] != decode.shape[0]:
+        return rows
+    reader = links.prev_rows[decode] < 0           # new seqs, in decode order
+    with_row = num_drafts > 0                      # seqs that have a host row
+    owner = np.cumsum(with_row) - 1                # the row each seq's drafts sit in
+    at = decode[reader]                            # the row each reader reads
+    sound = (at < rows.shape[0]) & with_row[reader] & (owner[reader] == at)
+    if not sound.all():
+        return rows
+    dense = np.zeros((decode.shape[0], mtp_k), dtype=rows.dtype)
+    dense[reader] = rows[at]
+    return dense
+
+
 def _block_summary(tables: Any, context: Any, block_size: int) -> Any:
     """One block id per seq, broadcast to ``(n_tables, width)`` without a copy.
 
@@ -252,10 +365,11 @@ def _state_slots(groups: Any, per_req_state: bool | None) -> Any:
 
 
 def _layout(batch: Any, mtp_k: int, seq_ids: Any, links: StepLinks,
-            previous: StepState | None) -> dict[str, Any]:
+            previous: StepState | None, blocks: bool) -> dict[str, Any]:
     size = seq_ids.shape[0] if isinstance(seq_ids, np.ndarray) and seq_ids.ndim == 1 else 0
     return {
-        "mtp_k": mtp_k, "num_spec_step": _read(batch, "num_spec_step"),
+        "mtp_k": mtp_k, "blocks_by_origin": blocks,
+        "num_spec_step": _read(batch, "num_spec_step"),
         "seqs_prefill": _read(batch, "total_seqs_num_prefill"),
         "seqs_decode": _read(batch, "total_seqs_num_decode"),
         "previous_was_prefill": bool(previous is not None and previous.seq_ids.shape[0]

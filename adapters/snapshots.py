@@ -1,4 +1,4 @@
-"""Violation snapshots: the offending object in a file, and ``specguard check`` to re-read it.
+"""Violation snapshots: the offending object in a file, and reading it back.
 
 Set ``SPECGUARD_SNAPSHOT_DIR`` and every violation an adapter or a guard is about to
 raise is first written there as JSON: the boundary object's fields (arrays with dtype and
@@ -10,26 +10,31 @@ Then, on any machine::
 re-validates the object (strict, full depth, every rule) and prints the report; the exit
 status is 1 when a rule is broken, 0 when the object is clean and 2 when the file cannot
 be read. Files are parsed by strict models with size limits (see
-:mod:`specguard.adapters._snapshot_format`): a truncated, corrupt or hostile file is a
-:class:`specguard.contracts.SnapshotError`, never code execution. Writing copies device arrays to
-the host; it only happens on the way to raising.
+:mod:`specguard.adapters._snapshot_format`): a truncated, corrupt, ambiguous or hostile
+file is a :class:`SnapshotError`, never code execution. Writing
+(:func:`capture`, :func:`write`, :func:`built`) copies device arrays to the host; it only
+happens on the way to raising.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import logging
-import os
-import re
-import sys
-import time
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from specguard.adapters import _snapshot_format as fmt
+from specguard.adapters._atom_layout import AtomLayout
+from specguard.adapters._snapshot_write import (
+    ENV_DIR,
+    MAX_PER_PROCESS,
+    built,
+    capture,
+    capture_object,
+    write,
+)
+from specguard.adapters._step_rules import DraftRows, StepTransition, VerifyRows
+from specguard.adapters._vllm_schedule import VllmSchedule
+from specguard.adapters.step_tracker import StepState
 from specguard.contracts import (
     BOUNDARY_OBJECTS,
     BoundaryObject,
@@ -38,7 +43,7 @@ from specguard.contracts import (
     ContractViolation,
     Depth,
     Mode,
-    SnapshotError,
+    SpecguardError,
     Violation,
     checking,
     fields_of,
@@ -47,23 +52,23 @@ from specguard.contracts import (
 
 __all__ = [
     "ENV_DIR",
+    "MAX_PER_PROCESS",
     "Snapshot",
-    "add_arguments",
+    "SnapshotError",
+    "built",
     "capture",
     "capture_object",
     "load",
     "recheck",
-    "run",
     "write",
 ]
 
-#: The environment variable naming the folder snapshots are written to.
-ENV_DIR = "SPECGUARD_SNAPSHOT_DIR"
-#: Snapshots one process writes at most (a violation in a loop must not fill a disk).
-MAX_PER_PROCESS = 100
 
-_log = logging.getLogger("specguard")
-_written = 0
+class SnapshotError(SpecguardError, ValueError):
+    """A snapshot file is truncated, corrupt, ambiguous, of an unknown version or hostile."""
+
+
+SnapshotError.__module__ = "specguard.adapters"
 
 
 @dataclass(frozen=True)
@@ -89,65 +94,8 @@ class Opaque:
 
 def known_types() -> dict[str, type[BoundaryObject]]:
     """Every boundary object a snapshot may hold, by name."""
-    from specguard.adapters._atom_layout import AtomLayout
-    from specguard.adapters._step_rules import DraftRows, StepTransition, VerifyRows
-    from specguard.adapters._vllm_schedule import VllmSchedule
-    from specguard.adapters.step_state import StepState
-
     extra = (StepState, StepTransition, VerifyRows, DraftRows, AtomLayout, VllmSchedule)
     return {cls.__name__: cls for cls in (*BOUNDARY_OBJECTS, *extra)}
-
-
-def capture(subject: str, fields: Mapping[str, Any], error: ContractViolation, *,
-            state: BoundaryObject | None = None) -> Path | None:
-    """Write a snapshot if ``SPECGUARD_SNAPSHOT_DIR`` is set; never raises."""
-    global _written
-    directory = os.environ.get(ENV_DIR, "").strip()
-    if not directory or _written >= MAX_PER_PROCESS:
-        return None
-    try:
-        path = write(Path(directory), subject, fields, error.violations, state=state)
-    except (OSError, ValueError, TypeError) as problem:
-        _log.warning("specguard: could not write a snapshot to %s: %s", directory, problem)
-        return None
-    _written += 1
-    _log.warning("specguard: snapshot written to %s", path)
-    return path
-
-
-def capture_object(obj: BoundaryObject, error: ContractViolation) -> Path | None:
-    """:func:`capture` for an object that exists (a guard re-validating an argument)."""
-    fields = {f.name: getattr(obj, f.name) for f in fields_of(type(obj))}
-    return capture(type(obj).__name__, fields, error)
-
-
-def write(directory: Path, subject: str, fields: Mapping[str, Any],
-          violations: tuple[Violation, ...] = (), *,
-          state: BoundaryObject | None = None) -> Path:
-    """Write one snapshot file into ``directory`` (created if needed); return its path."""
-    budget = fmt.Budget()
-    document = {
-        "format": fmt.FORMAT, "version": fmt.VERSION,
-        "written": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "object": {"type": subject,
-                   "fields": {name: fmt.encode(value, budget) for name, value in fields.items()}},
-        "state": None if state is None else _record(state, budget),
-        "violations": [v.to_dict() for v in violations],
-    }
-    directory.mkdir(parents=True, exist_ok=True)
-    stem = re.sub(r"[^A-Za-z0-9_]", "_", subject)[:60]
-    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
-    path = directory / f"{stem}-{stamp}-{os.getpid()}-{_written + 1:04d}.json"
-    partial = path.with_suffix(".partial")
-    partial.write_text(json.dumps(document, allow_nan=False), encoding="utf-8")
-    os.replace(partial, path)
-    return path
-
-
-def _record(obj: BoundaryObject, budget: fmt.Budget) -> dict[str, Any]:
-    return {"type": type(obj).__name__,
-            "fields": {f.name: fmt.encode(getattr(obj, f.name), budget)
-                       for f in fields_of(type(obj))}}
 
 
 def load(path: str | Path) -> Snapshot:
@@ -157,6 +105,10 @@ def load(path: str | Path) -> Snapshot:
         model = fmt.read_model(raw)
     except fmt.ValidationError as error:
         raise SnapshotError(f"snapshot {path} is not valid: {_summary(error)}") from None
+    duplicate = fmt.duplicate_key(raw)
+    if duplicate is not None:  # a JSON reader keeps the last value, another the first
+        raise SnapshotError(f"snapshot {path} is ambiguous: the key {duplicate!r} appears "
+                            "twice in one object")
     total = sum(len(v.data) for record in (model.object, model.state) if record is not None
                 for v in record.fields.values() if isinstance(v, fmt.ArrayValue))
     if total > fmt.MAX_ELEMENTS:
@@ -216,8 +168,6 @@ def _value(value: Any) -> Any:
 
 
 def _state(record: fmt.ObjectRecord, path: str | Path) -> BoundaryObject:
-    from specguard.adapters.step_state import StepState
-
     if record.type != StepState.__name__:
         raise SnapshotError(f"snapshot {path}: state must be a StepState, not {record.type!r}")
     fields = _fields(record, path)
@@ -241,41 +191,3 @@ def recheck(snapshot: Snapshot) -> list[Violation]:
     except ContractViolation as error:
         return list(error.violations)
     return []
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options of ``specguard check``."""
-    parser.add_argument("file", help="a snapshot written under SPECGUARD_SNAPSHOT_DIR")
-    parser.add_argument("--json", action="store_true", help="machine-readable output")
-
-
-def run(args: argparse.Namespace) -> int:
-    """Re-validate one snapshot; exit 1 on violations, 0 when clean, 2 when unreadable."""
-    try:
-        snapshot = load(args.file)
-    except SnapshotError as error:
-        print(f"specguard check: {error}", file=sys.stderr)
-        return 2
-    violations = recheck(snapshot)
-    if args.json:
-        print(json.dumps({"file": str(args.file), "type": snapshot.type,
-                          "violations": [v.to_dict() for v in violations]}, indent=2))
-    else:
-        print(_report(args.file, snapshot, violations))
-    return 1 if violations else 0
-
-
-def _report(path: str, snapshot: Snapshot, violations: list[Violation]) -> str:
-    lines = [f"snapshot {path}", f"  {snapshot.type}, written {snapshot.written}"]
-    state = snapshot.state
-    if state is not None:
-        lines.append(f"  previous step: step {getattr(state, 'step', '?')}, "
-                     f"{len(getattr(state, 'seq_ids', ()))} seqs")
-    for record in snapshot.recorded:
-        lines.append(f"  recorded: {Violation(**record.model_dump()).format()}")
-    lines.append("re-validated (strict, depth full, collect all):")
-    if violations:
-        lines.append(ContractViolation.from_violations(snapshot.type, violations).args[0])
-    else:
-        lines.append(f"{snapshot.type} is clean: no rule is broken")
-    return "\n".join(lines)

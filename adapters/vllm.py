@@ -27,12 +27,12 @@ from typing import Any
 
 import numpy as np
 from specguard.adapters._build import build
-from specguard.adapters._host import host_array, is_int
+from specguard.adapters._host import host_array
 from specguard.adapters._step_rules import VerifyRows
 from specguard.adapters._vllm_drafter import drafter_fields
-from specguard.adapters._vllm_drafts import PLACEHOLDER, draft_tokens, listed_rows
+from specguard.adapters._vllm_drafts import draft_tokens, listed_rows
 from specguard.adapters._vllm_schedule import VllmSchedule
-from specguard.adapters.step_state import StepPlan, StepTracker
+from specguard.adapters.step_tracker import StepPlan, StepTracker
 from specguard.contracts import (
     Boundary,
     DrafterInput,
@@ -42,6 +42,7 @@ from specguard.contracts import (
     VerifyOutput,
     report,
 )
+from specguard.contracts.ops import PLACEHOLDER, arange_like, is_int
 
 __all__ = ["PLACEHOLDER", "VllmSchedule", "VllmStep", "VllmView"]
 
@@ -120,7 +121,7 @@ class VllmView:
         out = build(VerifyOutput, {
             "mtp_k": shape[1] - 1 if len(shape) == 2 else self.mtp_k,
             "vocab_size": self.vocab_size,
-            "seq_ids": _positions_like(sampled_token_ids, _rows(sampled_token_ids)),
+            "seq_ids": arange_like(sampled_token_ids, _rows(sampled_token_ids)),
             "token_ids": sampled_token_ids, "num_accepted": accepted}, names=step.req_ids)
         if accepted is None:
             return out
@@ -141,7 +142,7 @@ class VllmView:
         rows = _rows(draft_token_ids)
         out = build(DrafterOutput, {
             "mtp_k": self.mtp_k, "vocab_size": self.vocab_size,
-            "seq_ids": _positions_like(draft_token_ids, rows),
+            "seq_ids": arange_like(draft_token_ids, rows),
             "draft_token_ids": draft_token_ids}, names=step.req_ids)
         if self.tracker is not None and rows == len(step.req_ids):
             self.tracker.draft_rows(step.tracker_ids, draft_token_ids)
@@ -219,15 +220,6 @@ def _length(drafts: Any) -> int:
 def _rows(array: Any) -> int:
     shape = tuple(getattr(array, "shape", ()))
     return int(shape[0]) if shape else 0
-
-
-def _positions_like(array: Any, rows: int) -> Any:
-    """``arange(rows)`` on the backend and device of ``array`` (one object, one device)."""
-    if isinstance(array, np.ndarray) or not hasattr(array, "device"):
-        return np.arange(rows)
-    import torch
-
-    return torch.arange(rows, device=array.device)
 
 
 def _computed(output: Any, order: tuple[str, ...]) -> np.ndarray:

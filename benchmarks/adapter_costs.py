@@ -148,13 +148,14 @@ def from_mapping_costs(size: int, *, repeats: int, target_s: float,
           "k": MTP_K, "v": VOCAB_SIZE, "np": np, "values": list(as_lists.values())}
     cases = {
         "np_array": Case("np.array(values, dtype=np.int32)", ns),
-        "lists": Case("build(ids, lists, mtp_k=k, vocab_size=v)", ns),
-        "arrays": Case("build(ids, arrays, mtp_k=k, vocab_size=v)", ns),
+        "lists": Case("build(ids, lists, mtp_k=k, vocab_size=v, placeholder=0)", ns),
+        "arrays": Case("build(ids, arrays, mtp_k=k, vocab_size=v, placeholder=0)", ns),
     }
     from_rows = getattr(contracts.DraftTokens, "from_rows", None)
     if from_rows is not None:  # the dense form (absent before it existed)
         ns.update({"from_rows": from_rows, "rows": rows, "with_rows": with_rows})
-        cases["dense"] = Case("from_rows(ids, rows, rows_for=with_rows, mtp_k=k, vocab_size=v)",
+        cases["dense"] = Case("from_rows(ids, rows, rows_for=with_rows, mtp_k=k, vocab_size=v, "
+                              "placeholder=0)",
                               ns)
     with contracts.checking(mode="strict", depth="metadata"):
         timings = interleave(cases, repeats=repeats, target_s=target_s, clock=clock)

@@ -32,7 +32,7 @@ __all__ = ["main", "moved_to", "objects_on"]
 
 def objects_on(device: str) -> dict[str, contracts.BoundaryObject]:
     """A clean instance of every boundary class with its arrays moved to ``device``."""
-    from specguard.runner._rule_examples import CLEAN
+    from specguard.adapters.examples import CLEAN
 
     return {name: moved_to(clean(), device) for name, clean in CLEAN.items()}
 
@@ -81,7 +81,7 @@ def _sync_free(torch: Any, obj: contracts.BoundaryObject, depth: str) -> str:
 
 
 def _deferred_sentinel(torch: Any, device: str) -> str:
-    from specguard.runner._rule_examples import STORIES
+    from specguard.adapters.examples import STORIES
 
     with contracts.checking(mode="off"):  # the story's object, built unchecked on the host
         story = STORIES["vllm-26231"].build()

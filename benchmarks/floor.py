@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from specguard.contracts.ops import UNSIGNED
 
 __all__ = ["check", "check_torch"]
 
@@ -24,7 +25,7 @@ _ndarray = np.ndarray
 _np_integer = np.integer
 _INDEX = frozenset({np.dtype(np.int32), np.dtype(np.int64)})
 _BOOL = np.dtype(np.bool_)
-_UNSIGNED = {np.dtype(np.int32): np.uint32, np.dtype(np.int64): np.uint64}
+
 # The ufuncs themselves: the array methods (.max(), .any()) add a Python-level wrapper
 # that costs more than the reduction on a small array; count_nonzero is a plain C loop.
 _count_nonzero = np.count_nonzero
@@ -112,14 +113,14 @@ def check(b: Any) -> str | None:
     # SG108, SG109, SG112: an unsigned view turns both bounds into one maximum.
     if nd:
         if placeholder is None:
-            if _maximum(drafts.view(_UNSIGNED[drafts.dtype]), None) >= vocab:
+            if _maximum(drafts.view(UNSIGNED[drafts.dtype]), None) >= vocab:
                 return "SG108"
         elif _count_nonzero((drafts != placeholder)
-                            & (drafts.view(_UNSIGNED[drafts.dtype]) >= vocab)):
+                            & (drafts.view(UNSIGNED[drafts.dtype]) >= vocab)):
             return "SG108"
-        if _maximum(ndr.view(_UNSIGNED[ndr.dtype]), None) > k:
+        if _maximum(ndr.view(UNSIGNED[ndr.dtype]), None) > k:
             return "SG109"
-    if nt and _maximum(tokens.view(_UNSIGNED[tokens.dtype]), None) >= vocab:
+    if nt and _maximum(tokens.view(UNSIGNED[tokens.dtype]), None) >= vocab:
         return "SG112"
     if slots is not None and n and _minimum(slots, None) < 0:
         return "SG113"

@@ -4,7 +4,8 @@ Pure: knows no engine, imports numpy always and torch only when a tensor shows u
 Build an object and it is validated under the current mode::
 
     from specguard import contracts as sg
-    drafts = sg.DraftTokens.from_mapping(decode_ids, engine_drafts, mtp_k=3, vocab_size=V)
+    drafts = sg.DraftTokens.from_mapping(decode_ids, engine_drafts, mtp_k=3, vocab_size=V,
+                                         placeholder=last_tokens)
     batch = sg.ScheduledBatch(..., draft_token_ids=drafts.draft_token_ids, ...)
 
 A broken rule raises :class:`ContractViolation` naming the rule, the seq and its batch
@@ -42,7 +43,7 @@ from specguard.contracts._core._docs import field_docs as field_docs
 from specguard.contracts._core._errors import ConfigError as ConfigError
 from specguard.contracts._core._errors import ContractViolation as ContractViolation
 from specguard.contracts._core._errors import DeferredViolation as DeferredViolation
-from specguard.contracts._core._errors import SnapshotError as SnapshotError
+from specguard.contracts._core._errors import SpecguardError as SpecguardError
 from specguard.contracts._core._fields import ArrayField as ArrayField
 from specguard.contracts._core._fields import ScalarField as ScalarField
 from specguard.contracts._core._listeners import listening as listening
@@ -59,6 +60,7 @@ from specguard.contracts._core._validate import validate as validate
 from specguard.contracts._core._values import Values as Values
 from specguard.contracts._core._violation import Finding as Finding
 from specguard.contracts._core._violation import Violation as Violation
+from specguard.contracts._core._warn import warn as warn
 
 #: Every boundary object, in the order a step crosses them.
 BOUNDARY_OBJECTS: tuple[type[BoundaryObject], ...] = (
@@ -105,7 +107,7 @@ __all__ = [
     "Rule",
     "ScalarField",
     "ScheduledBatch",
-    "SnapshotError",
+    "SpecguardError",
     "Values",
     "VerifyOutput",
     "Violation",
@@ -126,4 +128,5 @@ __all__ = [
     "schema_model",
     "structural_rule",
     "validate",
+    "warn",
 ]

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
-from specguard.adapters import guard
+from specguard.adapters import guard, snapshots
 
 from specguard import contracts
 
@@ -22,6 +22,7 @@ __all__ = ["CLOCK", "ContractClock", "guarded"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 T = TypeVar("T")
+B = TypeVar("B", bound=contracts.BoundaryObject)
 _NO_RETURN_SPEC = object()
 
 
@@ -37,9 +38,13 @@ class ContractClock:
         self.seconds = 0.0
         self._excluded = 0.0
 
-    def build(self, make: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
-        """Call a boundary constructor, counting its time as checking (unless off)."""
-        return self.checking(make, *args, **kwargs)
+    def build(self, cls: type[B], /, **fields: Any) -> B:
+        """Build a boundary object, counting its time as checking (unless off).
+
+        A violation is written to a snapshot first when ``SPECGUARD_SNAPSHOT_DIR`` is set.
+        """
+        obj: B = self.checking(snapshots.built, cls, **fields)
+        return obj
 
     def checking(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
         """Call ``fn``, work done only for the checks, counting its time (unless off)."""

@@ -73,5 +73,5 @@ class Drafter:
             hidden = self.model.mtp_step(hidden, drafts[-1])
             drafts.append(self.model.greedy(hidden))
         return CLOCK.build(contracts.DrafterOutput, mtp_k=self.mtp_k,
-                           vocab_size=self.model.vocab_size, seq_ids=inputs.seq_ids,
-                           draft_token_ids=torch.stack(drafts, dim=1))
+                        vocab_size=self.model.vocab_size, seq_ids=inputs.seq_ids,
+                        draft_token_ids=torch.stack(drafts, dim=1))

@@ -14,7 +14,6 @@ between consecutive steps (SG6xx, checked by the engine's step tracker) shows th
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import dataclass
 
 __all__ = [
@@ -28,8 +27,6 @@ __all__ = [
     "STALE_DRAFTS",
     "WRONG_DRAFT_WIDTH",
     "Fault",
-    "add_arguments",
-    "run",
 ]
 
 
@@ -139,22 +136,3 @@ def check_name(name: str | None) -> str | None:
     if name is not None and name not in FAULTS:
         raise ValueError(f"unknown fault {name!r}; known: {', '.join(FAULTS)}")
     return name
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options of ``specguard faults``."""
-    parser.add_argument("--verbose", "-v", action="store_true",
-                        help="also print where each fault lives and the bug it reproduces")
-
-
-def run(args: argparse.Namespace) -> int:
-    """Print the catalogue, one fault a line."""
-    width = max(len(name) for name in FAULTS)
-    for fault in FAULTS.values():
-        print(f"{fault.name:<{width}}  {fault.summary}")
-        if args.verbose:
-            print(f"{'':<{width}}    in {', '.join(fault.sites)}; caught by "
-                  f"{' or '.join(fault.rules)} on {fault.subject}")
-            print(f"{'':<{width}}    from: {fault.origin}")
-            print(f"{'':<{width}}    contracts off: {fault.unguarded}")
-    return 0

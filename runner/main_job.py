@@ -7,30 +7,33 @@ greedy decoding of the same model, and the two token streams are compared.
 from __future__ import annotations
 
 import argparse
+import os
+import re
 import sys
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import PurePath
+from typing import TYPE_CHECKING, Any
 
-import torch
 from specguard.runner.config import EngineConfig, ModelConfig
-from specguard.runner.engine import Engine, RunStats
 from specguard.runner.faults import FAULTS
-from specguard.runner.oracle import first_divergence, greedy_reference
-from specguard.runner.workload import Request, synthetic_requests
-from tqdm import tqdm
 
 from specguard import contracts
 
-__all__ = ["EXIT_CODES", "EXIT_CRASH", "EXIT_DIVERGED", "EXIT_OK", "EXIT_USAGE",
-           "EXIT_VIOLATION", "add_arguments", "run"]
+if TYPE_CHECKING:  # the engine needs torch: imported when a run starts, not for --help
+    from specguard.runner.engine import Engine, RunStats
+    from specguard.runner.workload import Request
+
+__all__ = ["EXIT_CODES", "EXIT_CRASH", "EXIT_DIVERGED", "EXIT_INTERRUPTED", "EXIT_OK",
+           "EXIT_USAGE", "EXIT_VIOLATION", "add_arguments", "at_least", "run"]
 
 EXIT_OK = 0
 EXIT_DIVERGED = 1
 EXIT_USAGE = 2
 EXIT_VIOLATION = 3
 EXIT_CRASH = 4
+EXIT_INTERRUPTED = 130
 
 #: What each exit status of ``specguard run`` means.
 EXIT_CODES = {
@@ -39,7 +42,12 @@ EXIT_CODES = {
     EXIT_USAGE: "bad options (argparse), or a device that is not available",
     EXIT_VIOLATION: "a contract violation stopped the run (strict mode; report printed)",
     EXIT_CRASH: "the engine crashed or stalled (exception type and message printed)",
+    EXIT_INTERRUPTED: "stopped by Ctrl-C (the summary so far printed)",
 }
+
+# The widest draft rows the contracts accept (vLLM's MAX_SPEC_LEN): a wider --mtp-k is a
+# usage error here, not a violation at the first step.
+MAX_MTP_K = contracts.DIMENSIONS["mtp_k"].maximum or 128
 
 _EPILOG = "".join(["exit codes:\n", *(f"  {code}  {text}\n" for code, text in EXIT_CODES.items()),
                    """
@@ -54,22 +62,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = _EPILOG
     workload = parser.add_argument_group("workload")
-    workload.add_argument("--requests", type=int, default=64, help="requests (default 64)")
-    workload.add_argument("--min-prompt", type=int, default=16, help="shortest prompt (16)")
-    workload.add_argument("--max-prompt", type=int, default=2048, help="longest prompt (2048)")
-    workload.add_argument("--max-tokens", type=int, default=128,
+    workload.add_argument("--requests", type=at_least(1), default=64,
+                          help="requests (default 64)")
+    workload.add_argument("--min-prompt", type=at_least(1), default=16,
+                          help="shortest prompt (16)")
+    workload.add_argument("--max-prompt", type=at_least(1), default=2048,
+                          help="longest prompt (2048)")
+    workload.add_argument("--max-tokens", type=at_least(1), default=128,
                           help="output tokens per request (128)")
-    workload.add_argument("--seed", type=int, default=0, help="workload and model seed (0)")
+    workload.add_argument("--seed", type=at_least(0), default=0,
+                          help="workload and model seed (0)")
     engine = parser.add_argument_group("engine")
-    engine.add_argument("--mtp-k", type=int, default=3, help="draft tokens per step (3)")
-    engine.add_argument("--max-num-seqs", type=int, default=32, help="seqs per step (32)")
-    engine.add_argument("--max-batched-tokens", type=int, default=1024,
+    engine.add_argument("--mtp-k", type=at_least(1, MAX_MTP_K), default=3,
+                        help=f"draft tokens per step, 1 to {MAX_MTP_K} (3)")
+    engine.add_argument("--max-num-seqs", type=at_least(1), default=32,
+                        help="seqs per step (32)")
+    engine.add_argument("--max-batched-tokens", type=at_least(1), default=1024,
                         help="token budget per step; longer prompts are chunked (1024)")
-    engine.add_argument("--num-blocks", type=int, default=2048,
+    engine.add_argument("--num-blocks", type=at_least(1), default=2048,
                         help="KV-cache blocks; fewer force more preemption (2048)")
-    engine.add_argument("--block-size", type=int, default=16, help="tokens per block (16)")
-    engine.add_argument("--device", default="cpu", help="cpu (default) or cuda")
-    engine.add_argument("--threads", type=int, default=1,
+    engine.add_argument("--block-size", type=at_least(1), default=16,
+                        help="tokens per block (16)")
+    engine.add_argument("--device", type=_device, default="cpu",
+                        help="cpu (default), cuda or cuda:N")
+    engine.add_argument("--threads", type=at_least(1), default=1,
                         help="torch CPU threads (1: the model is too small to share)")
     checks = parser.add_argument_group("contracts")
     checks.add_argument("--contracts", choices=[m.value for m in contracts.Mode],
@@ -82,8 +98,70 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 
+def at_least(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
+    """An argparse type: an integer in ``[minimum, maximum]``, else a usage error."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+        if maximum is not None and value > maximum:
+            raise argparse.ArgumentTypeError(f"must be at most {maximum}, got {value}")
+        return value
+    return parse
+
+
+def _device(text: str) -> str:
+    """An argparse type: ``cpu``, ``cuda`` or ``cuda:N`` (the devices this engine runs on)."""
+    if re.fullmatch(r"cpu|cuda(:\d+)?", text.strip()):
+        return text.strip()
+    raise argparse.ArgumentTypeError(f"the reference engine runs on cpu, cuda or cuda:N, "
+                                     f"not {text!r}")
+
+
+def _memory_problem(args: argparse.Namespace) -> str | None:
+    """Why the workload cannot fit in this machine's memory, or None (a rough estimate)."""
+    available = _available_memory()
+    # Per request: the prompt and its copy in the scheduler, the outputs, and the objects
+    # around them (int64 tokens).
+    per_request = 8 * (args.min_prompt + args.max_prompt + 2 * args.max_tokens) + 2048
+    needed = args.requests * per_request
+    if available is None or needed <= available:
+        return None
+    return (f"--requests {args.requests} needs about {_gigabytes(needed)} for prompts and "
+            f"outputs; this machine has {_gigabytes(available)} available")
+
+
+def _available_memory() -> int | None:
+    try:
+        with open("/proc/meminfo", encoding="ascii") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def _gigabytes(count: int) -> str:
+    return f"{count / 2**30:,.1f} GiB"
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the workload; print the summary; return an exit code (see the help)."""
+    problem = _memory_problem(args)
+    if problem is not None:
+        print(f"specguard run: {problem}", file=sys.stderr)
+        return EXIT_USAGE
+    import torch
+    from specguard.runner.engine import Engine
+    from specguard.runner.workload import synthetic_requests
+
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         print(f"specguard run: device {args.device!r} is not available", file=sys.stderr)
         return EXIT_USAGE
@@ -128,18 +206,38 @@ def _engine_config(args: argparse.Namespace) -> EngineConfig:
 
 def _print_header(args: argparse.Namespace, config: EngineConfig,
                   requests: list[Request]) -> None:
-    settings = contracts.current_config()
     fault = f", fault {args.fault}" if args.fault else ""
     print(f"specguard run: {len(requests)} requests, mtp_k={config.mtp_k}, "
-          f"contracts {settings.mode.value} (depth {settings.depth.value}){fault}, "
-          f"device {config.device}")
+          f"{_contract_settings()}{fault}, device {config.device}")
+
+
+def _contract_settings() -> str:
+    """``contracts strict (depth full)``; only ``contracts off`` when nothing is checked."""
+    settings = contracts.current_config()
+    if settings.mode is contracts.Mode.OFF:
+        return "contracts off"
+    return f"contracts {settings.mode.value} (depth {settings.depth.value})"
+
+
+def _progress(args: argparse.Namespace, total: int, desc: str) -> Any:
+    """A progress bar on a terminal; nothing on a pipe or a file (no carriage returns)."""
+    from tqdm import tqdm
+
+    return tqdm(total=total, unit="tok", desc=desc, file=sys.stderr, leave=False,
+                disable=args.no_progress or not _is_terminal(sys.stderr))
+
+
+def _is_terminal(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):  # replaced or closed
+        return False
 
 
 def _generate(engine: Engine, requests: list[Request], args: argparse.Namespace) -> int | None:
     """Run the engine; an exit code if the run stopped early, else None."""
     total = sum(r.max_tokens for r in requests)
-    with tqdm(total=total, unit="tok", desc="engine", file=sys.stderr,
-              disable=args.no_progress, leave=False) as bar:
+    with _progress(args, total, "engine") as bar:
         try:
             engine.generate(requests, on_tokens=bar.update)
         except contracts.ContractViolation as violation:
@@ -147,15 +245,38 @@ def _generate(engine: Engine, requests: list[Request], args: argparse.Namespace)
             print(f"stopped at step {engine.current_step} by a contract violation"
                   f"{_late(engine)}:")
             print(violation)
-            _print_summary(engine.stats)
+            _print_summary(engine.stats, finished=False)
             return EXIT_VIOLATION
+        except KeyboardInterrupt:
+            bar.close()
+            print(f"interrupted at step {engine.current_step}")
+            _print_summary(engine.stats, finished=False)
+            return EXIT_INTERRUPTED
         except Exception as error:
             bar.close()
             print(f"engine crashed at step {engine.current_step}: {_crash_text(error)}")
-            _print_summary(engine.stats)
+            note = _depth_note(args.fault)
+            if note:
+                print(note)
+            _print_summary(engine.stats, finished=False)
             return EXIT_CRASH
-    _print_summary(engine.stats)
+    _print_summary(engine.stats, finished=True)
     return None
+
+
+def _depth_note(fault: str | None) -> str | None:
+    """Say so when a value rule could have stopped a crash but the depth kept it off."""
+    settings = contracts.current_config()
+    if settings.mode is contracts.Mode.OFF or settings.depth is contracts.Depth.FULL:
+        return None
+    codes = FAULTS[fault].rules if fault else ()
+    rules = [contracts.REGISTRY[c] for c in codes if c in contracts.REGISTRY]
+    value_rules = [r.code for r in rules if r.depth is contracts.Depth.FULL]
+    if value_rules:
+        return (f"  {' or '.join(value_rules)} would stop this at the boundary, but it reads "
+                "array values and the depth is metadata: rerun with --depth full")
+    return ("  value rules (ids in the vocabulary, unique seq ids, step to step) did not run "
+            "at depth metadata: rerun with --depth full to check array values at the boundary")
 
 
 def _late(engine: Engine) -> str:
@@ -177,31 +298,48 @@ def _crash_text(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}{where}"
 
 
-def _print_summary(stats: RunStats) -> None:
+def _print_summary(stats: RunStats, *, finished: bool) -> None:
+    """The run's figures; after an early stop, only those that mean something."""
     settings = contracts.current_config()
+    checked = "" if settings.mode is contracts.Mode.OFF else f", depth {settings.depth.value}"
     rows = [
         ("requests", f"{stats.requests} ({stats.prompt_tokens} prompt tokens)"),
         ("output tokens", f"{stats.output_tokens}"),
         ("steps", f"{stats.steps} ({stats.preemptions} preemptions)"),
-        ("acceptance rate", f"{stats.acceptance_rate:.1%} "
-                            f"({stats.accepted_drafts} of {stats.proposed_drafts} drafts)"),
-        ("throughput", f"{stats.tokens_per_second:.0f} tokens/s "
-                       f"({stats.step_seconds:.2f} s of steps)"),
-        ("contract checks", f"{stats.contract_checks} (mode {settings.mode.value}, "
-                            f"depth {settings.depth.value})"),
-        ("violations", f"{stats.violations}"),
-        ("contract time", f"{stats.contract_seconds * 1e3:.1f} ms, "
-                          f"{stats.contract_share:.2%} of step time"),
     ]
+    if stats.proposed_drafts:
+        rows.append(("acceptance rate", f"{stats.acceptance_rate:.1%} ({stats.accepted_drafts} "
+                                        f"of {stats.proposed_drafts} drafts)"))
+    if finished and stats.output_tokens:
+        rows.append(("throughput", f"{stats.tokens_per_second:.0f} tokens/s "
+                                   f"({stats.step_seconds:.2f} s of steps)"))
+    rows += [
+        ("contract checks", f"{stats.contract_checks} (mode {settings.mode.value}{checked})"),
+        ("violations", f"{stats.violations}{_unlogged()}"),
+    ]
+    if finished and settings.mode is not contracts.Mode.OFF:
+        rows.append(("contract time", f"{stats.contract_seconds * 1e3:.1f} ms, "
+                                      f"{stats.contract_share:.2%} of step time"))
     for label, value in rows:
         print(f"  {label + ':':<17} {value}")
 
 
+def _unlogged() -> str:
+    """Warn mode logs each distinct violation once: say how many repeats were only counted."""
+    repeats = contracts.STATS.repeats_not_logged
+    return f" ({repeats} repeats counted, not logged)" if repeats else ""
+
+
 def _compare(engine: Engine, requests: list[Request], args: argparse.Namespace) -> int:
+    from specguard.runner.oracle import first_divergence, greedy_reference
+
     total = sum(r.max_tokens for r in requests)
-    with tqdm(total=total, unit="tok", desc="oracle", file=sys.stderr,
-              disable=args.no_progress, leave=False) as bar:
-        expected = greedy_reference(engine.model, requests, on_tokens=bar.update)
+    try:
+        with _progress(args, total, "oracle") as bar:
+            expected = greedy_reference(engine.model, requests, on_tokens=bar.update)
+    except KeyboardInterrupt:
+        print("oracle: interrupted before the comparison")
+        return EXIT_INTERRUPTED
     divergence = first_divergence(expected, engine.scheduler.outputs())
     if divergence is None:
         print(f"oracle: identical ({sum(len(t) for t in expected.values())} tokens)")

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from specguard.adapters import snapshots
 
 from specguard import contracts
 
@@ -64,7 +65,8 @@ def scheduled_batch(out: SchedulerOutput) -> contracts.ScheduledBatch:
     def field(name: str) -> Any:
         return getattr(out, name, None)
 
-    return contracts.ScheduledBatch(**{name: field(name) for name in _BATCH_FIELDS})
+    return snapshots.built(contracts.ScheduledBatch,
+                           **{name: field(name) for name in _BATCH_FIELDS})
 
 
 _BATCH_FIELDS = (

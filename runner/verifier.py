@@ -34,4 +34,4 @@ def verify_greedy(
     rows = torch.where(keep, target_token_ids, torch.full_like(target_token_ids,
                                                                contracts.PLACEHOLDER))
     return CLOCK.build(contracts.VerifyOutput, mtp_k=mtp_k, vocab_size=vocab_size,
-                       seq_ids=seq_ids, token_ids=rows, num_accepted=num_accepted)
+                    seq_ids=seq_ids, token_ids=rows, num_accepted=num_accepted)

@@ -1,66 +1,97 @@
-"""The ``specguard`` command: run the reference engine, list rules and faults, check snapshots."""
+"""The ``specguard`` command: run the reference engine, list rules and faults, check snapshots.
+
+It sits on top of every layer (contracts, adapters, runner, benchmarks); each subcommand
+is one module of ``specguard._cli``. Whatever goes wrong reaches the terminal as one line
+and an exit status, never as a traceback: a bad ``SPECGUARD_*`` value or bad options
+exit 2, Ctrl-C exits 130 and a closed pipe (``specguard rules | head``) ends quietly.
+"""
 
 from __future__ import annotations
 
 import argparse
-import importlib
+import os
 import sys
 from collections.abc import Sequence
 
 from specguard import __version__
 
-__all__ = ["main"]
+__all__ = ["EXIT_BROKEN_PIPE", "EXIT_INTERRUPTED", "EXIT_USAGE", "main"]
 
-# subcommand → (module, help); each module offers add_arguments(parser) and run(args) -> int.
-_COMMANDS = {
-    "run": ("specguard.runner.main_job",
-            "run a synthetic workload through the reference MTP engine"),
-    "rules": ("specguard.runner._cmd_rules", "print the rule catalogue"),
-    "faults": ("specguard.runner.faults", "list the fault catalogue"),
-    "check": ("specguard.adapters.snapshots",
-              "re-validate a violation snapshot and print the report"),
-    "bench": ("specguard.benchmarks.cli", "measure validation cost against the numpy floor"),
-    "docs": ("specguard.runner._cmd_docs", "build (or serve) the docs site"),
-}
-
+EXIT_USAGE = 2
+#: 128 + SIGINT, as a shell reports a command stopped by Ctrl-C.
+EXIT_INTERRUPTED = 130
+#: 128 + SIGPIPE, as a shell reports a command whose reader went away.
+EXIT_BROKEN_PIPE = 141
 
 # What the reference engine needs beyond the core (`pip install 'specguard[engine]'`).
 _ENGINE_EXTRA = ("torch", "tqdm")
 
 
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the console script; returns the process exit code."""
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        print("specguard: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        _discard_stdout()
+        return EXIT_BROKEN_PIPE
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    problem = _settings_problem()
+    if problem is not None:
+        print(f"specguard: {problem}", file=sys.stderr)
+        return EXIT_USAGE
+    args = _parser().parse_args(argv)
+    try:
+        return int(args.command_module.run(args))
+    except ModuleNotFoundError as error:
+        if error.name not in _ENGINE_EXTRA:
+            raise
+        print(f"specguard {args.command}: needs the reference engine ({error.name} is "
+              "missing); install it with pip install 'specguard[engine]'", file=sys.stderr)
+        return EXIT_USAGE
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="specguard", description=__doc__)
+    from specguard._cli import bench, check, docs, faults, rules, run
+
+    parser = argparse.ArgumentParser(prog="specguard", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"specguard {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name, (module_name, help_text) in _COMMANDS.items():
-        sub = commands.add_parser(name, help=help_text, description=help_text)
-        sub.set_defaults(module=module_name)
-        module = _load(module_name)
-        if module is not None:
-            module.add_arguments(sub)
+    for name, module in (("run", run), ("rules", rules), ("faults", faults),
+                         ("check", check), ("bench", bench), ("docs", docs)):
+        sub = commands.add_parser(name, help=module.HELP, description=module.HELP)
+        sub.set_defaults(command_module=module)
+        module.add_arguments(sub)
     return parser
 
 
-def _load(module_name: str):  # type: ignore[no-untyped-def]
+def _settings_problem() -> str | None:
+    """Why the ``SPECGUARD_*`` settings are unusable, or None.
+
+    The contracts read them once, when first imported, and refuse a bad value with a
+    ConfigError; it is caught here by name, since the class lives in the module whose
+    import just failed.
+    """
     try:
-        return importlib.import_module(module_name)
-    except ModuleNotFoundError as error:
-        if error.name in _ENGINE_EXTRA:
-            return None
-        if error.name != module_name:
-            raise
-        return None
+        import specguard.contracts  # noqa: F401
+    except ValueError as error:
+        if any(cls.__name__ == "ConfigError" for cls in type(error).__mro__):
+            return str(error)
+        raise
+    return None
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the console script; returns the process exit code."""
-    args = _parser().parse_args(argv)
-    module = _load(args.module)
-    if module is None:
-        print(f"specguard {args.command}: needs the reference engine; install it with "
-              "pip install 'specguard[engine]'", file=sys.stderr)
-        return 2
-    return int(module.run(args))
+def _discard_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's last flush does not fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # no real file behind stdout (tests)
+        pass
 
 
 if __name__ == "__main__":

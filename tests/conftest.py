@@ -18,6 +18,14 @@ settings.register_profile(
 settings.load_profile(os.environ.get("SPECGUARD_HYPOTHESIS_PROFILE", "ci"))
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """Deeper runs, off by default: ``--packaging`` installs the wheel in a fresh venv."""
+    parser.addoption(
+        "--packaging", action="store_true",
+        help="also install the built wheel into a fresh virtual environment without torch "
+             "and check it there (needs the package index; about a minute)")
+
+
 @pytest.fixture(autouse=True)
 def _default_config():
     """Isolate tests from each other's config changes and counters."""

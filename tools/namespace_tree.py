@@ -19,17 +19,40 @@ TREE = ROOT / "build" / "namespace"
 
 
 def build(root: Path = ROOT) -> Path:
-    """Recreate the link tree and return the folder to put on a tool's search path."""
+    """Lay out the link tree if it is not already right; return the folder to search.
+
+    A tree that already holds exactly the right links is left alone, so two builds that
+    run at once (the docs tests build the site in parallel workers) never see it removed
+    under them.
+    """
     tree = root / "build" / "namespace"
     package = tree / "specguard"
+    links = _links(root)
+    if _holds(package, links):
+        return tree
     shutil.rmtree(tree, ignore_errors=True)
     package.mkdir(parents=True)
-    for entry in sorted((root / "specguard").iterdir()):
-        if entry.name != "__pycache__":
-            (package / entry.name).symlink_to(entry)
-    for layer in LAYERS:
-        (package / layer).symlink_to(root / layer, target_is_directory=True)
+    for name, target in links.items():
+        (package / name).symlink_to(target, target_is_directory=target.is_dir())
     return tree
+
+
+def _links(root: Path) -> dict[str, Path]:
+    """Each entry of the namespace package and what it links to."""
+    links = {entry.name: entry for entry in sorted((root / "specguard").iterdir())
+             if entry.name != "__pycache__"}
+    links.update({layer: root / layer for layer in LAYERS})
+    return links
+
+
+def _holds(package: Path, links: dict[str, Path]) -> bool:
+    """True when ``package`` holds exactly ``links``, each pointing where it should."""
+    if not package.is_dir():
+        return False
+    present = {entry.name: entry for entry in package.iterdir()}
+    return present.keys() == links.keys() and all(
+        entry.is_symlink() and entry.readlink() == links[name]
+        for name, entry in present.items())
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from specguard.contracts._core._arrays import array_kind, host_value
+from specguard.contracts._core._arrays import UNSIGNED, array_kind, host_value
 
 __all__ = [
     "arange_like",
@@ -20,12 +20,9 @@ __all__ = [
 ]
 
 
-_UNSIGNED = {np.dtype(np.int32): np.uint32, np.dtype(np.int64): np.uint64}
-
-
 def arange_like(a: Any, n: int) -> Any:
-    """``arange(n)`` on the same backend and device as ``a``."""
-    if array_kind(a) == "numpy":
+    """``arange(n)`` on the backend and device of ``a``: a tensor's device, else numpy."""
+    if array_kind(a) != "torch":
         return np.arange(n)
     import torch
 
@@ -49,7 +46,7 @@ def within_columns(columns: Any, width: int) -> bool:
     """
     if not isinstance(columns, np.ndarray) or columns.size == 0:
         return False
-    unsigned = _UNSIGNED.get(columns.dtype)
+    unsigned = UNSIGNED.get(columns.dtype)
     return unsigned is not None and bool(np.maximum.reduce(columns.view(unsigned), None) < width)
 
 

@@ -50,15 +50,22 @@ class DraftTokens(BoundaryObject):
         *,
         mtp_k: int,
         vocab_size: int,
-        placeholder: int | Sequence[int] | np.ndarray = 0,
+        placeholder: int | Sequence[int] | np.ndarray,
         dtype: Any = np.int32,
     ) -> DraftTokens:
         """Dense rows from the engines' usual form: seq id → drafts, missing when none.
 
         ``seq_ids`` lists the decode seqs in batch order; each gets exactly one row.
         ``placeholder`` fills the slots without a real draft: one id for all rows, or one
-        per seq (the seq's own last token is a good choice). A seq with more than
-        ``mtp_k`` drafts, or drafts for a seq not in ``seq_ids``, is a violation.
+        per seq (the seq's own last token is a good choice). It has no default on
+        purpose: a silent ``0`` made placeholder rows look like drafts of token 0, so the
+        caller states what the free slots hold, and ``num_drafts`` says how many are real.
+        The rows go to the target model as they are, so a placeholder must be a
+        vocabulary id (SG108): ``contracts.PLACEHOLDER`` (-1) is refused here. A runner
+        that masks its placeholder slots declares the value on the
+        :class:`ScheduledBatch` instead (``draft_placeholder=-1``), where SG108 lets
+        exactly that value through. A seq with more than ``mtp_k`` drafts, or drafts for a
+        seq not in ``seq_ids``, is a violation.
         """
         dtype = _id_dtype(dtype)
         if not isinstance(drafts, Mapping):
@@ -96,14 +103,15 @@ class DraftTokens(BoundaryObject):
         rows_for: Sequence[int] | np.ndarray,
         mtp_k: int,
         vocab_size: int,
-        placeholder: int | Sequence[int] | np.ndarray = 0,
+        placeholder: int | Sequence[int] | np.ndarray,
         dtype: Any = np.int32,
     ) -> DraftTokens:
         """Dense rows from a compacted array: ``rows[j]`` holds the drafts of ``rows_for[j]``.
 
         The form engines keep on the host: one ``(m, w)`` array for the ``m`` seqs that
         have drafts (``w <= mtp_k``) and their ids. Every decode seq of ``seq_ids`` gets
-        its row, in batch order; seqs without one get ``placeholder`` and 0 drafts. The
+        its row, in batch order; seqs without one get ``placeholder`` (stated, as for
+        :meth:`from_mapping`) and 0 drafts. The
         result equals ``from_mapping(seq_ids, dict(zip(rows_for, rows)), ...)``, problems
         and messages included, without a Python pass over the rows.
         """

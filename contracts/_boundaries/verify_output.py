@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from specguard.contracts._boundaries._ops import arange_like, host_value, row_col, value_text
 from specguard.contracts._boundaries._types import Array, Index
 from specguard.contracts._core._contract import BoundaryObject, boundary_object
@@ -77,7 +75,3 @@ def _layout(out: VerifyOutput, values: Values) -> Finding | None:
 
     return values.any_true(bad_real | bad_pad, explain)
 
-
-def accepted_tokens(out: VerifyOutput, row: int) -> Any:
-    """The real tokens of one row: accepted drafts and the correction token."""
-    return out.token_ids[row, : int(out.num_accepted[row]) + 1]

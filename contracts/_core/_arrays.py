@@ -8,11 +8,27 @@ can be a tensor, and numpy-only engines never pay for torch's import.
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 
-__all__ = ["array_kind", "describe", "dtype_name", "host_value", "is_host", "torch_module"]
+__all__ = [
+    "UNSIGNED",
+    "array_kind",
+    "describe",
+    "dtype_name",
+    "host_value",
+    "is_host",
+    "is_int",
+    "torch_module",
+]
+
+#: The unsigned twin of each index dtype. Viewed as unsigned, a negative id wraps to a
+#: huge value, so one maximum answers "is every element in ``[0, hi)``?".
+UNSIGNED: dict[np.dtype[Any], type[np.unsignedinteger[Any]]] = {
+    np.dtype(np.int32): np.uint32,
+    np.dtype(np.int64): np.uint64,
+}
 
 _SHORT_DTYPES = {
     "int8": "i8",
@@ -45,6 +61,11 @@ def array_kind(value: object) -> str | None:
     if torch is not None and isinstance(value, torch.Tensor):
         return "torch"
     return None
+
+
+def is_int(value: object) -> TypeGuard[int | np.integer[Any]]:
+    """A Python or numpy integer, not a bool: what engines use for ids and counts."""
+    return type(value) is int or isinstance(value, np.integer)
 
 
 def dtype_name(value: Any) -> str:

@@ -12,7 +12,6 @@ but with the process still alive.
 
 from __future__ import annotations
 
-import logging
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -24,10 +23,10 @@ from specguard.contracts._core._listeners import notify
 from specguard.contracts._core._registry import REGISTRY
 from specguard.contracts._core._stats import STATS
 from specguard.contracts._core._violation import Finding, Violation
+from specguard.contracts._core._warn import warn
 
 __all__ = ["PendingVerdict", "flush_deferred", "pending_count", "submit"]
 
-_log = logging.getLogger("specguard")
 
 
 @dataclass(frozen=True)
@@ -112,5 +111,5 @@ def flush_deferred(*, wait: bool = False) -> list[Violation]:
         if current().mode is Mode.STRICT:
             raise DeferredViolation.from_violations("deferred device check", found)
         for violation in found:
-            _log.warning("specguard: %s", violation.format())
+            warn(violation)
     return found

@@ -1,13 +1,18 @@
 """The exceptions specguard raises.
 
-One root, so that callers can catch everything specguard says with one clause::
+One root, so that a caller can catch everything specguard says with one clause, and
+siblings under it, so that catching a broken contract never swallows a typo in the
+settings or an unreadable file::
 
-    ContractViolation (ValueError)        a boundary object broke one or more rules
-    ├── DeferredViolation                 a device-side verdict read one step late
-    ├── SnapshotError                     a violation snapshot that cannot be read
-    └── ConfigError                       a bad mode, depth or environment value
+    SpecguardError                        anything specguard raises on purpose
+    ├── ContractViolation (ValueError)    a boundary object broke one or more rules
+    │   └── DeferredViolation             a device-side verdict read one step late
+    ├── ConfigError (ValueError)          a bad mode, depth or environment value
+    └── SnapshotError (ValueError)        a violation snapshot that cannot be read
+                                          (specguard.adapters: snapshots live there)
 
-Every instance carries ``violations``: the structured records behind its message.
+A :class:`ContractViolation` carries ``violations``: the structured records behind its
+message.
 """
 
 from __future__ import annotations
@@ -16,10 +21,15 @@ from collections.abc import Sequence
 
 from specguard.contracts._core._violation import Violation
 
-__all__ = ["ConfigError", "ContractViolation", "DeferredViolation", "SnapshotError"]
+__all__ = ["ConfigError", "ContractViolation", "DeferredViolation", "SpecguardError",
+           "format_report", "next_steps"]
 
 
-class ContractViolation(ValueError):
+class SpecguardError(Exception):
+    """The root of every exception specguard raises on purpose."""
+
+
+class ContractViolation(SpecguardError, ValueError):
     """A boundary object broke one or more rules; ``violations`` lists each one."""
 
     violations: tuple[Violation, ...]
@@ -43,22 +53,27 @@ class DeferredViolation(ContractViolation):
     """A value check computed on the device failed; raised at the next sync point."""
 
 
-class SnapshotError(ContractViolation):
-    """A snapshot file is truncated, corrupt, of an unknown version or hostile."""
-
-
-class ConfigError(ContractViolation):
+class ConfigError(SpecguardError, ValueError):
     """A mode, depth or environment variable has a value outside its allowed set."""
 
 
 def format_report(subject: str, violations: Sequence[Violation]) -> str:
-    """One header line naming the object, then one line per violation."""
+    """One header line naming the object, one line per violation, then where to look next."""
     count = len(violations)
     noun = "rule" if count == 1 else "rules"
     lines = [f"{subject} broke {count} {noun}:"]
     lines.extend(f"  {v.format()}" for v in violations)
+    if violations:
+        lines.append(next_steps(violations))
     return "\n".join(lines)
 
 
-for _cls in (ContractViolation, DeferredViolation, SnapshotError, ConfigError):
+def next_steps(violations: Sequence[Violation]) -> str:
+    """The last line of a report: how to read up on the rules, how to keep the object."""
+    codes = list(dict.fromkeys(v.code for v in violations))
+    return (f"  next: specguard rules {' '.join(codes)} (docs: rules.md#{codes[0].lower()}); "
+            "set SPECGUARD_SNAPSHOT_DIR to keep the object for specguard check")
+
+
+for _cls in (SpecguardError, ContractViolation, DeferredViolation, ConfigError):
     _cls.__module__ = "specguard.contracts"

@@ -14,7 +14,13 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-from specguard.contracts._core._arrays import array_kind, describe, dtype_name, torch_module
+from specguard.contracts._core._arrays import (
+    array_kind,
+    describe,
+    dtype_name,
+    is_int,
+    torch_module,
+)
 from specguard.contracts._core._dims import dimension
 from specguard.contracts._core._fields import ArrayField, AxisSpec, FieldSpec, ScalarField
 from specguard.contracts._core._violation import Finding
@@ -57,10 +63,6 @@ def _is_tensor_type(kind: type) -> bool:
         for allowed, names in _DTYPE_SETS:
             _add_torch_dtypes(allowed, names)
     return True
-
-
-def _is_int(value: object) -> bool:
-    return (type(value) is int) or isinstance(value, np.integer)
 
 
 class _Source:
@@ -146,7 +148,7 @@ def compile_fast_check(fields: Sequence[FieldSpec], owner: str) -> Callable[[Any
     namespace: dict[str, Any] = {
         "ndarray": np.ndarray,
         "is_tensor_type": _is_tensor_type,
-        "is_int": _is_int,
+        "is_int": is_int,
     }
     optional_dims = {
         axis.name
@@ -191,7 +193,7 @@ def _check_scalar(walk: _Walk, spec: ScalarField, value: object) -> None:
     if value is None and spec.optional:
         return
     wanted = "bool" if spec.type is bool else "int"
-    is_right_type = type(value) is bool if spec.type is bool else _is_int(value)
+    is_right_type = type(value) is bool if spec.type is bool else is_int(value)
     if not is_right_type:
         walk.fail("SG001", Finding(f"expected {wanted}, got {describe(value)}", spec.name,
                                    expected=wanted, actual=type(value).__name__))

@@ -2,13 +2,19 @@
 
 ``specguard rules``, the docs' rule catalogue, the fuzzer's one-rule mutations and the
 benchmark's "all rules" set all iterate :data:`REGISTRY` instead of keeping lists.
+
+Rules are declared next to their checks, in the contracts and in the layers above them
+(the engine adapters declare theirs). So that the catalogue does not depend on what the
+process happened to import, the first time it is read as a whole it imports every
+module registered under the ``specguard.rules`` entry-point group: the package metadata,
+not this module, names them, and the contracts stay unaware of any layer above.
 """
 
 from __future__ import annotations
 
 import enum
 import inspect
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -18,7 +24,17 @@ from specguard.contracts._core._violation import Finding
 if TYPE_CHECKING:
     from specguard.contracts._core._values import Values
 
-__all__ = ["REGISTRY", "Boundary", "Check", "Rule", "rule", "rules_for", "structural_rule"]
+__all__ = [
+    "REGISTRY",
+    "RULE_MODULES_GROUP",
+    "Boundary",
+    "Catalogue",
+    "Check",
+    "Rule",
+    "rule",
+    "rules_for",
+    "structural_rule",
+]
 
 Check = Callable[[Any, "Values"], "Finding | None"]
 
@@ -57,13 +73,58 @@ class Rule:
         return f"<rule {self.code} {self.title!r} ({self.boundary.value}, {self.depth.value})>"
 
 
-REGISTRY: dict[str, Rule] = {}
+#: The entry-point group whose modules declare rules when imported.
+RULE_MODULES_GROUP = "specguard.rules"
+
+_DECLARED: dict[str, Rule] = {}
+
+
+class Catalogue(Mapping[str, Rule]):
+    """Every declared rule by code, complete whatever the process imported before.
+
+    Iterating, counting or looking up an unknown code first imports the modules of the
+    ``specguard.rules`` entry-point group, once. Looking up a rule that is already
+    declared (what validation does) imports nothing.
+    """
+
+    def __init__(self) -> None:
+        self._complete = False
+
+    def __getitem__(self, code: str) -> Rule:
+        found = _DECLARED.get(code)
+        if found is None:
+            self._load_rule_modules()
+            found = _DECLARED[code]
+        return found
+
+    def __iter__(self) -> Iterator[str]:
+        self._load_rule_modules()
+        return iter(dict(_DECLARED))
+
+    def __len__(self) -> int:
+        self._load_rule_modules()
+        return len(_DECLARED)
+
+    def __repr__(self) -> str:
+        return f"<rule catalogue: {len(self)} rules>"
+
+    def _load_rule_modules(self) -> None:
+        if self._complete:
+            return
+        self._complete = True  # first: a rule module reading the catalogue must not recurse
+        from importlib.metadata import entry_points
+
+        for entry in entry_points(group=RULE_MODULES_GROUP):
+            entry.load()
+
+
+REGISTRY = Catalogue()
 
 
 def _register(new: Rule) -> Rule:
-    if new.code in REGISTRY:
+    if new.code in _DECLARED:
         raise ValueError(f"rule code {new.code} is declared twice")
-    REGISTRY[new.code] = new
+    _DECLARED[new.code] = new
     return new
 
 
@@ -102,6 +163,6 @@ def rules_for(subject: str) -> tuple[Rule, ...]:
     """The check-carrying rules that apply to a boundary object, in code order."""
     return tuple(
         r
-        for code, r in sorted(REGISTRY.items())
+        for code, r in sorted(_DECLARED.items())
         if r.check is not None and (subject in r.applies_to or "*" in r.applies_to)
     )

@@ -1,7 +1,8 @@
 """Validation of one boundary object: the compiled metadata check, then value rules.
 
-The order is fixed: metadata first (it is what makes value rules safe to run), value
-rules only at full depth, and the report goes by mode: raise, log, or nothing at all.
+The order is fixed: metadata first (it is what makes value rules safe to run), then the
+value rules of the depth (the essential ones by default, every one at full depth), and
+the report goes by mode: raise, log, or nothing at all.
 No exception other than :class:`ContractViolation` leaves this module: a rule that
 crashes on hostile input is reported as ``SG000`` instead of escaping as an IndexError.
 """
@@ -9,7 +10,6 @@ crashes on hostile input is reported as ``SG000`` instead of escaping as an Inde
 from __future__ import annotations
 
 import dataclasses
-import logging
 from collections.abc import Callable, Sequence, Set
 from dataclasses import dataclass
 from typing import Any
@@ -23,10 +23,10 @@ from specguard.contracts._core._registry import REGISTRY, Rule, rules_for
 from specguard.contracts._core._stats import STATS
 from specguard.contracts._core._values import Values, host_twin
 from specguard.contracts._core._violation import Finding, Violation
+from specguard.contracts._core._warn import warn
 
 __all__ = ["Plan", "report", "validate"]
 
-_log = logging.getLogger("specguard")
 
 
 @dataclass
@@ -153,7 +153,7 @@ def _report(config: Config, subject: str, violations: Sequence[Violation]) -> No
     if config.mode is Mode.STRICT:
         raise ContractViolation.from_violations(subject, violations)
     for violation in violations:
-        _log.warning("specguard: %s", violation.format())
+        warn(violation)
 
 
 def report(

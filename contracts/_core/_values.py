@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from specguard.contracts._core._arrays import array_kind
+from specguard.contracts._core._arrays import UNSIGNED, array_kind
 from specguard.contracts._core._config import Config, DeviceValues
 from specguard.contracts._core._deferred import PendingVerdict, submit
 from specguard.contracts._core._violation import Finding
@@ -24,8 +24,6 @@ Explain = Callable[[int], Finding]
 
 #: Device types whose values are read directly. Tests empty it to drive the device path.
 HOST_DEVICE_TYPES: set[str] = {"cpu"}
-
-_UNSIGNED = {np.dtype(np.int32): np.uint32, np.dtype(np.int64): np.uint64}
 
 # Bound once: these run on every validation, and the method wrappers cost more than the
 # reduction itself for the small arrays of a decode step.
@@ -39,7 +37,7 @@ _minimum = np.minimum.reduce
 def _numpy_first_outside(a: np.ndarray, lo: int, hi: int) -> int | None:
     if a.size == 0:
         return None
-    unsigned = _UNSIGNED.get(a.dtype)
+    unsigned = UNSIGNED.get(a.dtype)
     if unsigned is not None and lo == 0:
         # Negative ids wrap to huge unsigned values, so one maximum covers both ends.
         if _maximum(a.view(unsigned), None) < hi:
@@ -151,7 +149,7 @@ class Values:
     def outside(self, a: Any, lo: int, hi: int, explain: Explain) -> Finding | None:
         """A finding for the first element outside ``[lo, hi)``, else None."""
         if type(a) is _ndarray and lo == 0 and a.size:
-            unsigned = _UNSIGNED.get(a.dtype)
+            unsigned = UNSIGNED.get(a.dtype)
             # The common case inline: ids in [0, hi), one maximum of the unsigned view.
             if unsigned is not None and _maximum(a.view(unsigned), None) < hi:
                 return None

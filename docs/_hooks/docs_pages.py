@@ -12,7 +12,6 @@ the code checks and prints. Two entry points:
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import functools
 import inspect
@@ -26,10 +25,11 @@ import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
+import numpy as np
 import torch
 
-# The examples drive the engine adapters, and importing them registers the adapters' rules.
-from specguard.runner import _rule_examples as examples
+# The complete example catalogue: the contracts' rules and the engine adapters'.
+from specguard.adapters import examples
 from specguard.runner.faults import FAULTS
 from specguard.runner.main_job import EXIT_CODES
 
@@ -40,6 +40,7 @@ __all__ = [
     "MARKERS",
     "RULES_PAGE",
     "SESSION_WORKLOAD",
+    "constructor_example",
     "dimension_rule",
     "example_block",
     "exit_codes_table",
@@ -223,19 +224,23 @@ def _shape_text(spec: sg.ArrayField | sg.ScalarField) -> str:
     return "`" + spec.shape_text + "`"
 
 
+def _required_text(spec: sg.ArrayField | sg.ScalarField) -> str:
+    return "no, default `None`" if spec.optional else "yes"
+
+
 def _fields_section(cls: type[sg.BoundaryObject], page: str) -> str:
     docs = sg.field_docs(cls)
     rows = []
     for spec in _fields_in_order(cls):
         rules = " ".join(_rule_link(page, code) for code in _field_rules(cls, spec))
-        rows.append((f"`{spec.name}`", _dtype_text(spec), _shape_text(spec),
-                     docs.get(spec.name, ""), rules or "—"))
+        rows.append((f"`{spec.name}`", _required_text(spec), _dtype_text(spec),
+                     _shape_text(spec), docs.get(spec.name, ""), rules or "—"))
     every = ", ".join(_rule_link(page, c) for c in _EVERY_FIELD)
     arrays = ", ".join(_rule_link(page, c) for c in _EVERY_ARRAY)
     note = (f"Every field is checked for its type ({every}); every array field also for "
             f"its dtype, rank and backend ({arrays}). The last column lists the rules "
             "specific to the field.")
-    table = _table(("Field", "dtype", "Shape", "Meaning", "Rules"), rows)
+    table = _table(("Field", "Required", "dtype", "Shape", "Meaning", "Rules"), rows)
     return f"## Fields\n\n{note}\n\n{table}\n"
 
 
@@ -267,6 +272,45 @@ def _schema_section(cls: type[sg.BoundaryObject]) -> str:
             f'??? example "JSON Schema of {cls.__name__}"\n\n{block}\n')
 
 
+def _value_code(value: object) -> str:
+    """Python source that rebuilds a clean object's field value (numpy or a scalar)."""
+    if not isinstance(value, np.ndarray):
+        return repr(value)
+    if value.dtype == np.bool_:
+        return f"np.array({value.tolist()!r})"
+    dtype = f"np.{value.dtype}"
+    flat = value.reshape(-1)
+    if value.ndim == 1 and flat.size > 8 and np.array_equal(np.diff(flat), np.ones(flat.size - 1)):
+        return f"np.arange({int(flat[0])}, {int(flat[-1]) + 1}, dtype={dtype})"
+    return f"np.array({value.tolist()!r}, dtype={dtype})"
+
+
+def constructor_example(cls: type[sg.BoundaryObject]) -> str:
+    """A runnable construction of the docs' clean ``cls``: every required field, by name."""
+    clean = examples.CLEAN[cls.__name__]()
+    specs = _fields_in_order(cls)
+    variable = re.sub(r"(?<!^)(?=[A-Z])", "_", cls.__name__).lower()
+    lines = ["import numpy as np", f"from specguard.contracts import {cls.__name__}", "",
+             f"{variable} = {cls.__name__}("]
+    lines += [f"    {spec.name}={_value_code(getattr(clean, spec.name))},"
+              for spec in specs if not spec.optional]
+    lines.append(")")
+    return "\n".join(lines)
+
+
+def _constructor_section(cls: type[sg.BoundaryObject]) -> str:
+    optional = [spec for spec in _fields_in_order(cls) if spec.optional]
+    docs = sg.field_docs(cls)
+    listed = "\n".join(f"- `{spec.name}`: {' '.join(docs.get(spec.name, '').split())}"
+                       for spec in optional)
+    note = ("Every field is keyword-only and required." if not optional else
+            f"Every field is keyword-only. Optional fields, left out above, default to "
+            f"`None`:\n\n{listed}")
+    return (f"## Constructing one\n\nThe clean `{cls.__name__}` of the rule catalogue's "
+            "examples, built field by field; construction is the check.\n\n"
+            f"```python\n{constructor_example(cls)}\n```\n\n{note}\n")
+
+
 def object_page(cls: type[sg.BoundaryObject]) -> str:
     """The generated page of one boundary object."""
     page = object_path(cls)
@@ -280,6 +324,7 @@ def object_page(cls: type[sg.BoundaryObject]) -> str:
         f"# {cls.__name__}\n",
         f"{lead}\n" + (f"\n{rest}\n" if rest else ""),
         f"{facts}\n",
+        _constructor_section(cls),
         _fields_section(cls, page),
         _dimensions_section(cls, page),
         _rules_section(cls, page),
@@ -354,8 +399,6 @@ def _snapshots_into(folder: str) -> Iterator[None]:
 
 def snapshot_session(story: str = "atom-adapter") -> str:
     """An adapter's violation written to a snapshot, then ``specguard check`` on the file."""
-    from specguard.adapters import snapshots
-
     with tempfile.TemporaryDirectory() as folder:
         with _snapshots_into(folder):
             examples.violation_of(examples.STORIES[story])
@@ -364,7 +407,7 @@ def snapshot_session(story: str = "atom-adapter") -> str:
             raise LookupError(f"the {story} example wrote no snapshot")
         printed = io.StringIO()
         with contextlib.redirect_stdout(printed):
-            status = snapshots.run(argparse.Namespace(file=str(written[0]), json=False))
+            status = specguard(["check", str(written[0])])
         output = printed.getvalue().replace(str(written[0]), written[0].name)
     return (f"```console\n$ specguard check {written[0].name}\n{output}"
             f"$ echo $?\n{status}\n```\n")
@@ -510,6 +553,18 @@ def _rule_count(page: str) -> str:
     return str(len(sg.REGISTRY))
 
 
+def _conformance(page: str) -> str:
+    """The Conformance page's tables, from the corpus files (docs/_hooks/conformance_page.py)."""
+    import sys
+
+    here = str(Path(__file__).resolve().parent)
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    from conformance_page import conformance_tables
+
+    return conformance_tables(page)
+
+
 MARKERS: dict[str, Callable[..., str]] = {
     "rules": lambda page: rule_catalogue(page),
     "example": lambda page, code: example_block(code),
@@ -522,6 +577,7 @@ MARKERS: dict[str, Callable[..., str]] = {
     "faults": fault_table,
     "exit-codes": exit_codes_table,
     "run-session": run_session,
+    "conformance": _conformance,
 }
 
 

@@ -22,8 +22,9 @@ from specguard import contracts
 K = 3
 
 
-def _view(tracker: StepTracker | None = None) -> AtomView:
-    return AtomView(mtp_k=K, vocab_size=VOCAB, block_size=BLOCK_SIZE, tracker=tracker)
+def _view(tracker: StepTracker | None = None, layout: str = "pr1771") -> AtomView:
+    return AtomView(mtp_k=K, vocab_size=VOCAB, block_size=BLOCK_SIZE, tracker=tracker,
+                    layout=layout)
 
 
 def _seed_seqs() -> list:
@@ -208,10 +209,10 @@ def test_placeholders_ignoring_rejections_are_sg601():
         _steps(bad_placeholders=True)
 
 
-def _layout_step(previous_step: str, current: list[int]) -> None:
+def _layout_step(previous_step: str, current: list[int], layout: str = "pre-1771") -> None:
     """One step of seqs 0..3 (decode or prefill), then a decode step of ``current``."""
     seqs = {i: sequence(i, 40, drafts=K) for i in range(10)}
-    view = _view(StepTracker())
+    view = _view(StepTracker(), layout)
     if previous_step == "prefill":
         view(prefill_batch([seqs[i] for i in range(4)], [40] * 4))
         for i in range(4):
@@ -239,6 +240,18 @@ def test_interleaved_new_and_deferred_seqs_are_sg612():
             "scheduler → runner]: seq 2 at batch position 1: was in the previous forward "
             "(row 2) but comes after new seq 9 at position 0")):
         _layout_step("decode", [9, 2, 3])
+
+
+def test_atom_from_pr1771_addresses_each_span_so_any_order_is_clean():
+    """From #1771 the runner addresses spans by batch position: [new | deferred] is valid."""
+    _layout_step("decode", [9, 2, 3], layout="pr1771")
+
+
+def test_unknown_layout_is_refused_naming_the_known_ones():
+    """A runner version the view does not model is a configuration error, said plainly."""
+    with pytest.raises(ValueError, match=re.escape(
+            "AtomView: layout='v2' is not one of ('pr1771', 'pre-1771')")):
+        _view(layout="v2")
 
 
 def test_mixed_phase_batch_is_sg611():

@@ -9,9 +9,10 @@ import re
 import numpy as np
 import pytest
 from atom_engine import BLOCK_SIZE, VOCAB, decode_batch, sequence
-from specguard.adapters import AtomView, StepTracker, snapshots
+from specguard.adapters import AtomView, SnapshotError, StepTracker, snapshots
 
 from specguard import contracts
+from specguard._cli import check as check_command
 from specguard.cli import main as specguard
 
 K = 3
@@ -31,7 +32,7 @@ def _seed_violation() -> None:
 
 
 def _check(path, *extra) -> int:
-    return snapshots.run(argparse.Namespace(file=str(path), json="--json" in extra))
+    return check_command.run(argparse.Namespace(file=str(path), json="--json" in extra))
 
 
 def test_raised_violation_round_trips_through_a_snapshot(snapshot_dir, capsys):
@@ -178,7 +179,7 @@ def test_hostile_files_are_snapshot_errors(tmp_path, case, capsys):
     make, message = HOSTILE[case]
     path = tmp_path / "bad.json"
     path.write_bytes(make(_valid_document(tmp_path)))
-    with pytest.raises(contracts.SnapshotError, match=re.escape(message)):
+    with pytest.raises(SnapshotError, match=re.escape(message)):
         snapshots.load(path)
     assert _check(path) == 2
     assert capsys.readouterr().err.startswith("specguard check: ")
@@ -191,7 +192,7 @@ def test_oversized_file_is_refused_before_parsing(tmp_path, monkeypatch):
     monkeypatch.setattr(_snapshot_format, "MAX_FILE_BYTES", 100)
     path = tmp_path / "big.json"
     path.write_text(" " * 200)
-    with pytest.raises(contracts.SnapshotError, match="larger than 100 bytes"):
+    with pytest.raises(SnapshotError, match="larger than 100 bytes"):
         snapshots.load(path)
 
 
@@ -216,5 +217,5 @@ def test_malformed_state_is_a_snapshot_error(tmp_path):
     document["state"]["fields"]["starts"] = {"kind": "array", "dtype": "int64", "shape": [1],
                                              "data": [3]}
     path.write_text(json.dumps(document))
-    with pytest.raises(contracts.SnapshotError, match="previous step's state is malformed"):
+    with pytest.raises(SnapshotError, match="previous step's state is malformed"):
         snapshots.load(path)

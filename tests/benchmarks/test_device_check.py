@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 import torch
+from specguard.adapters.examples import STORIES
 from specguard.benchmarks import device_check
-from specguard.runner._rule_examples import STORIES
 
 from specguard import contracts
 

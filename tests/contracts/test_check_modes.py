@@ -124,11 +124,21 @@ def test_bad_setting_is_a_config_error_listing_allowed_values(setting, allowed):
     assert contracts.current_config() == before
 
 
-def test_config_error_is_a_contract_violation():
-    """One except clause catches everything specguard raises."""
-    assert issubclass(contracts.ConfigError, contracts.ContractViolation)
+def test_config_error_is_a_sibling_of_contract_violation():
+    """One root catches everything; catching a violation never swallows a settings typo."""
+    from specguard.adapters import SnapshotError
+
+    for error in (contracts.ContractViolation, contracts.ConfigError, SnapshotError):
+        assert issubclass(error, contracts.SpecguardError)
+        assert issubclass(error, ValueError)
+    assert not issubclass(contracts.ConfigError, contracts.ContractViolation)
+    assert not issubclass(SnapshotError, contracts.ContractViolation)
     assert issubclass(contracts.DeferredViolation, contracts.ContractViolation)
-    assert issubclass(contracts.ContractViolation, ValueError)
+    with pytest.raises(contracts.ConfigError):
+        try:
+            contracts.configure(mode="stirct")
+        except contracts.ContractViolation:  # an engine's handler for broken batches
+            pytest.fail("a ConfigError was caught as a ContractViolation")
 
 
 def test_depth_argument_overrides_for_one_validation():

@@ -76,7 +76,7 @@ def test_metadata_depth_skips_the_order():
 def test_from_mapping_rows_carry_their_seqs_into_the_batch():
     """DraftTokens.seq_ids is what draft_seq_ids takes: built in order, it passes."""
     drafts = contracts.DraftTokens.from_mapping(
-        [40, 42, 44], {40: [5, 6], 42: [7, 8]}, mtp_k=2, vocab_size=32)
+        [40, 42, 44], {40: [5, 6], 42: [7, 8]}, mtp_k=2, vocab_size=32, placeholder=0)
     batch = build(SB, draft_token_ids=drafts.draft_token_ids, num_drafts=drafts.num_drafts,
                   draft_seq_ids=drafts.seq_ids)
     assert contracts.validate(batch, depth="full") == []

@@ -69,9 +69,9 @@ def test_from_rows_equals_from_mapping(case):
     rows = np.array([drafts[s] for s in with_rows], dtype=np.int64).reshape(len(with_rows), K)
     dense = DT.from_rows(np.array(ids, dtype=np.int64), rows,
                          rows_for=np.array(with_rows, dtype=np.int64), mtp_k=K,
-                         vocab_size=VOCAB)
+                         vocab_size=VOCAB, placeholder=0)
     mapped = DT.from_mapping(ids, dict(zip(with_rows, rows, strict=True)), mtp_k=K,
-                             vocab_size=VOCAB)
+                             vocab_size=VOCAB, placeholder=0)
     assert dense.draft_token_ids.tolist() == mapped.draft_token_ids.tolist()
     assert dense.num_drafts.tolist() == mapped.num_drafts.tolist()
     assert dense.seq_ids.tolist() == mapped.seq_ids.tolist()
@@ -97,7 +97,7 @@ def test_from_rows_narrower_than_mtp_k_counts_the_width():
 def test_problems_take_the_reporting_path(drafts, message):
     """What the fast fill cannot vouch for is reported by rule, seq and position."""
     with pytest.raises(contracts.ContractViolation, match=re.escape(message)):
-        DT.from_mapping([40, 42, 44], drafts, mtp_k=K, vocab_size=VOCAB)
+        DT.from_mapping([40, 42, 44], drafts, mtp_k=K, vocab_size=VOCAB, placeholder=0)
 
 
 def test_from_rows_reports_a_row_for_a_stranger_as_sg114():
@@ -106,7 +106,7 @@ def test_from_rows_reports_a_row_for_a_stranger_as_sg114():
             "SG114 drafts belong to decode seqs of the batch [DraftTokens.draft_token_ids, "
             "scheduler → runner]: seq 43: has drafts but is not a decode seq of this batch")):
         DT.from_rows(np.array([40, 42]), np.array([[1, 2, 3]]), rows_for=np.array([43]),
-                     mtp_k=K, vocab_size=VOCAB)
+                     mtp_k=K, vocab_size=VOCAB, placeholder=0)
 
 
 def test_from_rows_reports_too_wide_rows_as_sg102():
@@ -114,7 +114,7 @@ def test_from_rows_reports_too_wide_rows_as_sg102():
     with pytest.raises(contracts.ContractViolation, match=re.escape(
             "seq 42 at batch position 1: seq has 4 drafts (expected at most mtp_k=3)")):
         DT.from_rows(np.array([40, 42]), np.array([[1, 2, 3, 4]]), rows_for=np.array([42]),
-                     mtp_k=K, vocab_size=VOCAB)
+                     mtp_k=K, vocab_size=VOCAB, placeholder=0)
 
 
 def test_from_rows_with_a_seq_id_per_row_missing_is_sg004():
@@ -123,7 +123,7 @@ def test_from_rows_with_a_seq_id_per_row_missing_is_sg004():
             "SG004 named dimensions agree across fields [DraftTokens.draft_token_ids, "
             "scheduler → runner]: 2 draft rows for i64[1] seq ids")):
         DT.from_rows(np.array([40, 42]), np.array([[1, 2, 3], [4, 5, 6]]),
-                     rows_for=np.array([42]), mtp_k=K, vocab_size=VOCAB)
+                     rows_for=np.array([42]), mtp_k=K, vocab_size=VOCAB, placeholder=0)
 
 
 @pytest.mark.parametrize("drafts", [
@@ -138,7 +138,7 @@ def test_clean_mappings_never_take_the_row_by_row_path(monkeypatch, drafts):
         raise AssertionError("row-by-row fill used for a clean mapping")
 
     monkeypatch.setattr(module, "_fill_rows", refuse)
-    built = DT.from_mapping([40, 42, 44], drafts, mtp_k=K, vocab_size=VOCAB)
+    built = DT.from_mapping([40, 42, 44], drafts, mtp_k=K, vocab_size=VOCAB, placeholder=0)
     assert built.num_drafts.tolist() == [len(drafts.get(s, ())) for s in (40, 42, 44)]
 
 
@@ -151,7 +151,8 @@ def test_runs_the_fast_fill_cannot_vouch_for_are_sg002(run):
     with pytest.raises(contracts.ContractViolation, match=re.escape(
             "SG002 array has an allowed dtype [DraftTokens.draft_token_ids, scheduler → "
             "runner]: seq 42 at batch position 1: drafts are not 1-D integer ids")):
-        DT.from_mapping([40, 42, 44], {40: [1, 2, 3], 42: run}, mtp_k=K, vocab_size=VOCAB)
+        DT.from_mapping([40, 42, 44], {40: [1, 2, 3], 42: run}, mtp_k=K, vocab_size=VOCAB,
+                        placeholder=0)
 
 
 def test_a_bool_run_among_uneven_runs_is_sg002():
@@ -159,13 +160,15 @@ def test_a_bool_run_among_uneven_runs_is_sg002():
     with pytest.raises(contracts.ContractViolation, match=re.escape(
             "seq 44 at batch position 2: drafts are not 1-D integer ids")):
         DT.from_mapping([40, 42, 44], {40: [1, 2, 3], 42: [], 44: [True]}, mtp_k=K,
-                        vocab_size=VOCAB)
+                        vocab_size=VOCAB, placeholder=0)
 
 
 def test_runs_of_zeros_and_ones_are_ids():
     """Ids 0 and 1 in int runs are ids (only bool runs are refused), evenly or not."""
-    even = DT.from_mapping([40, 42], {40: [0, 1, 1], 42: [1, 0, 0]}, mtp_k=K, vocab_size=VOCAB)
-    uneven = DT.from_mapping([40, 42], {40: [0, 1], 42: [1, 0, 0]}, mtp_k=K, vocab_size=VOCAB)
+    even = DT.from_mapping([40, 42], {40: [0, 1, 1], 42: [1, 0, 0]}, mtp_k=K,
+                           vocab_size=VOCAB, placeholder=0)
+    uneven = DT.from_mapping([40, 42], {40: [0, 1], 42: [1, 0, 0]}, mtp_k=K,
+                             vocab_size=VOCAB, placeholder=0)
     assert even.draft_token_ids.tolist() == [[0, 1, 1], [1, 0, 0]]
     assert uneven.draft_token_ids.tolist() == [[0, 1, 0], [1, 0, 0]]
     assert uneven.num_drafts.tolist() == [2, 3]

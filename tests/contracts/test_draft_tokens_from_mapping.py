@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import logging
 import re
 
@@ -15,7 +16,7 @@ _IDS = [40, 42, 44]
 
 
 def _from(drafts, **options):
-    settings = {"mtp_k": 2, "vocab_size": 32, **options}
+    settings = {"mtp_k": 2, "vocab_size": 32, "placeholder": 0, **options}
     return DT.from_mapping(settings.pop("seq_ids", _IDS), drafts, **settings)
 
 
@@ -104,12 +105,59 @@ def test_bad_placeholder_is_sg108(placeholder):
 
 
 def test_out_of_vocab_placeholder_is_caught_at_full_depth():
-    """A -1 placeholder fits the dtype but is no vocabulary id: SG108 on the built rows."""
+    """contracts.PLACEHOLDER (-1) fits the dtype but is no vocabulary id: SG108 on the rows."""
     with contracts.checking(depth="full"), pytest.raises(
         contracts.ContractViolation, match=re.escape(
             "seq 40 at batch position 0: draft 0 of row 0 is -1")
     ):
-        _from({42: [1, 2]}, placeholder=-1)
+        _from({42: [1, 2]}, placeholder=contracts.PLACEHOLDER)
+
+
+def test_placeholder_must_be_stated():
+    """from_mapping has no default placeholder: a silent 0 looked like drafts of token 0."""
+    placeholder = inspect.signature(DT.from_mapping).parameters["placeholder"]
+    assert placeholder.default is inspect.Parameter.empty
+    with pytest.raises(TypeError, match="placeholder"):
+        DT.from_mapping(_IDS, {}, mtp_k=2, vocab_size=32)
+
+
+def _batch_with_placeholder_row(**declared):
+    """Seqs 40 and 42 decoding; seq 42 just left prefill, so its row is all -1."""
+    return contracts.ScheduledBatch(
+        mtp_k=2, vocab_size=32, block_size=4, num_decode=2, num_tokens=6,
+        seq_ids=np.array([40, 42]), is_decode=np.array([True, True]),
+        num_scheduled_tokens=np.array([3, 3]), context_lens=np.array([5, 7]),
+        block_tables=np.array([[0, 1], [2, 3]]), token_ids=np.arange(6),
+        draft_token_ids=np.array([[5, 6], [-1, -1]]), num_drafts=np.array([2, 0]), **declared)
+
+
+def test_a_declared_placeholder_row_passes_where_the_runner_masks_it():
+    """A -1 row is legal in a ScheduledBatch that declares -1 as its masked placeholder."""
+    with contracts.checking(depth="full"):
+        batch = _batch_with_placeholder_row(draft_placeholder=contracts.PLACEHOLDER)
+    assert batch.draft_token_ids[1].tolist() == [-1, -1]
+
+
+def test_an_undeclared_placeholder_row_is_sg108():
+    """The same -1 row, with nothing declaring it masked, is caught by SG108 at its seq."""
+    with contracts.checking(depth="full"), pytest.raises(
+        contracts.ContractViolation, match=re.escape(
+            "SG108 draft token ids are valid vocabulary ids [ScheduledBatch.draft_token_ids, "
+            "scheduler → runner]: seq 42 at batch position 1: draft 0 of row 1 is -1")
+    ):
+        _batch_with_placeholder_row()
+
+
+def test_a_placeholder_reaching_the_drafter_embedding_is_sg301():
+    """Declared or not, a -1 fed to the MTP head's embedding is SG301: masking is the
+    runner's job before that point."""
+    with contracts.checking(depth="full"), pytest.raises(
+        contracts.ContractViolation, match=r"SG301 .* is -1"
+    ):
+        contracts.DrafterInput(
+            vocab_size=32, num_tokens=4, seq_ids=np.array([40, 42]),
+            input_ids=np.array([5, 6, 7, contracts.PLACEHOLDER]), positions=np.arange(4),
+            query_start_loc=np.array([0, 2, 4]), sample_indices=np.array([1, 3]))
 
 
 def test_invalid_mtp_k_is_reported_by_the_constructor():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import types
 
 import pytest
+from specguard.contracts import ops
 
 from specguard import adapters, contracts
 
@@ -13,10 +14,16 @@ CONTRACTS_API = (
     "Bool", "Boundary", "BoundaryObject", "Collect", "Config", "ConfigError", "ContractViolation",
     "DeferredViolation", "Depth", "DeviceValues", "Dim", "DraftTokens", "DrafterInput",
     "DrafterOutput", "Finding", "Index", "Mode", "ModelInput", "Rule", "ScalarField",
-    "ScheduledBatch", "SnapshotError", "Values", "VerifyOutput", "Violation", "boundary_object",
+    "ScheduledBatch", "SpecguardError", "Values", "VerifyOutput", "Violation", "boundary_object",
     "checking", "configure", "current_config", "describe", "field_docs", "fields_of",
     "flush_deferred", "json_schema", "listening", "pending_deferred", "report", "restore_config",
-    "rule", "schema_model", "structural_rule", "validate",
+    "rule", "schema_model", "structural_rule", "validate", "warn",
+)
+
+OPS_API = (
+    "PLACEHOLDER", "UNSIGNED", "arange_like", "array_kind", "ceil_div", "clip_columns",
+    "host_value", "is_host", "is_int", "number_text", "row_col", "row_entries", "value_text",
+    "within_columns",
 )
 
 
@@ -34,7 +41,7 @@ def _public_names(module: types.ModuleType) -> set[str]:
     }
 
 
-@pytest.mark.parametrize("module", [contracts, adapters], ids=lambda m: m.__name__)
+@pytest.mark.parametrize("module", [contracts, adapters, ops], ids=lambda m: m.__name__)
 def test_all_is_sorted_and_equals_the_public_names(module):
     """__all__ is sorted, has no duplicates and lists exactly the public names."""
     assert module.__all__ == sorted(module.__all__, key=_isort_key)
@@ -47,6 +54,11 @@ def test_contracts_api_is_locked():
     assert tuple(contracts.__all__) == CONTRACTS_API
 
 
+def test_rule_helper_api_is_locked():
+    """The helpers rule authors build on are a deliberate list too."""
+    assert tuple(ops.__all__) == OPS_API
+
+
 def test_adapters_exports_guard():
     """The guard decorator is part of the adapters API."""
     assert "guard" in adapters.__all__
@@ -55,6 +67,18 @@ def test_adapters_exports_guard():
 
 def test_exceptions_present_themselves_as_public():
     """Tracebacks show specguard.contracts.ContractViolation, not the private module."""
-    for error in (contracts.ContractViolation, contracts.DeferredViolation,
-                  contracts.SnapshotError, contracts.ConfigError):
+    for error in (contracts.SpecguardError, contracts.ContractViolation,
+                  contracts.DeferredViolation, contracts.ConfigError):
         assert error.__module__ == "specguard.contracts"
+    assert adapters.SnapshotError.__module__ == "specguard.adapters"
+
+
+def test_example_modules_list_what_they_export():
+    """The example catalogues' __all__ is sorted and every name in it exists."""
+    from specguard.adapters import examples as adapter_examples
+    from specguard.contracts import examples as contract_examples
+
+    for module in (contract_examples, adapter_examples):
+        assert module.__all__ == sorted(module.__all__, key=_isort_key)
+        assert all(hasattr(module, name) for name in module.__all__)
+    assert set(contract_examples.EXAMPLES) < set(adapter_examples.EXAMPLES)

@@ -19,7 +19,7 @@ from specguard import contracts
 
 SB, DT, MI = contracts.ScheduledBatch, contracts.DraftTokens, contracts.ModelInput
 DI, VO, DO = contracts.DrafterInput, contracts.VerifyOutput, contracts.DrafterOutput
-#: The contracts' own rules; engine adapters register theirs (SG6xx) when imported.
+#: The contracts' own rules; the engine adapters declare theirs (SG6xx) and test them there.
 OWN_RULES = {code: rule for code, rule in contracts.REGISTRY.items()
              if getattr(rule.check, "__module__", "specguard.contracts")
              .startswith("specguard.contracts")}
@@ -151,7 +151,7 @@ CASES: list[Case] = [
      "SG113 state slots are real slots [ScheduledBatch.state_slots, scheduler → runner]: "
      "seq 42 at batch position 2: state slot is -1 (expected >= 0)"),
     ("SG114", "stranger", lambda: DT.from_mapping(
-        [40, 42, 44], {40: [1, 2], 99: [3]}, mtp_k=2, vocab_size=32),
+        [40, 42, 44], {40: [1, 2], 99: [3]}, mtp_k=2, vocab_size=32, placeholder=0),
      "SG114 drafts belong to decode seqs of the batch [DraftTokens.draft_token_ids, "
      "scheduler → runner]: seq 99: has drafts but is not a decode seq of this batch"),
     ("SG201", "accepted", lambda: build(VO, num_accepted=np.array([2, 3, 0])),
@@ -239,7 +239,8 @@ def test_clean_objects_pass_every_rule(code):
 
 def test_mapping_form_is_clean_for_sg114():
     """Drafts keyed only by the batch's decode seqs pass the SG114 check of from_mapping."""
-    drafts = DT.from_mapping([40, 42, 44], {40: [1, 2], 44: [3]}, mtp_k=2, vocab_size=32)
+    drafts = DT.from_mapping([40, 42, 44], {40: [1, 2], 44: [3]}, mtp_k=2, vocab_size=32,
+                             placeholder=0)
     assert drafts.num_drafts.tolist() == [2, 0, 1]
 
 

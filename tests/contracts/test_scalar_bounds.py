@@ -30,7 +30,7 @@ def test_mtp_k_above_the_bound_is_sg006() -> None:
 def test_from_mapping_refuses_a_huge_width_before_allocating() -> None:
     """from_mapping reports a 2**40 width as SG006 instead of allocating rows for it."""
     with pytest.raises(sg.ContractViolation, match=r"must be <= 128, got 1099511627776"):
-        sg.DraftTokens.from_mapping([1, 2], {}, mtp_k=2**40, vocab_size=10)
+        sg.DraftTokens.from_mapping([1, 2], {}, mtp_k=2**40, vocab_size=10, placeholder=0)
 
 
 def test_the_bound_is_in_the_json_schema() -> None:

@@ -93,3 +93,27 @@ def test_where_reads_naturally_with_partial_locations():
     assert contracts.Violation(**{**base.to_dict(), "token": 4}).where == "token 4"
     assert contracts.Violation(**{**base.to_dict(), "seq_id": 9}).where == "seq 9"
     assert contracts.Violation(**{**base.to_dict(), "position": 2}).where == "at batch position 2"
+
+
+def test_report_ends_with_a_pointer_to_what_to_do_next():
+    """The last line names `specguard rules`, the docs anchor and how to keep a snapshot."""
+    with pytest.raises(contracts.ContractViolation) as caught:
+        build(contracts.ScheduledBatch, num_drafts=np.array([2, 2]))
+    lines = str(caught.value).splitlines()
+    code = caught.value.codes[0]
+    assert lines[0] == "ScheduledBatch broke 1 rule:"
+    assert lines[1] == f"  {caught.value.violations[0].format()}"
+    assert lines[2] == (f"  next: specguard rules {code} (docs: rules.md#{code.lower()}); "
+                        "set SPECGUARD_SNAPSHOT_DIR to keep the object for specguard check")
+
+
+def test_rules_command_explains_the_codes_a_pointer_names(capsys):
+    """`specguard rules SG101` prints that rule with why it exists and the bug it stops."""
+    from specguard.cli import main
+
+    assert main(["rules", "sg101"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("SG101  one draft row per decode seq")
+    assert out[1].startswith("        why: ") and out[2].startswith("        bug: ATOM #1444")
+    assert main(["rules", "SG999"]) == 2
+    assert "no rule SG999" in capsys.readouterr().err

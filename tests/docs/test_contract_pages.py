@@ -134,3 +134,31 @@ MACHINE_PATH = re.compile(r"(?<![\w.])/(?:tmp|home|root|Users)/")
 def test_docs_name_no_machine_paths(path):
     """No page or build file points at a path on one particular machine."""
     assert not MACHINE_PATH.search(path.read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("cls", OBJECTS, ids=_id)
+def test_constructor_example_runs_and_builds_a_clean_object(pages, cls):
+    """The page's constructor example runs as shown and builds an object that breaks no
+    rule, naming every required field."""
+    page = pages.object_page(cls)
+    block = re.search(r"## Constructing one\n.*?```python\n(.*?)```", page, re.S)
+    assert block is not None
+    namespace: dict[str, object] = {}
+    exec(compile(block.group(1), f"{cls.__name__} page", "exec"), namespace)
+    built = [value for value in namespace.values() if isinstance(value, cls)]
+    assert len(built) == 1
+    with contracts.checking(depth="full", collect="all"):
+        assert contracts.validate(built[0]) == []
+    required = {spec.name for spec in contracts.fields_of(cls) if not spec.optional}
+    assert {name for name in required if f"    {name}=" in block.group(1)} == required
+
+
+@pytest.mark.parametrize("cls", OBJECTS, ids=_id)
+def test_optional_fields_are_marked_and_listed(pages, cls):
+    """Each field row says whether it is required; the optional ones are listed by name."""
+    page = pages.object_page(cls)
+    for spec in contracts.fields_of(cls):
+        row = next(line for line in page.splitlines() if line.startswith(f"| `{spec.name}` |"))
+        assert row.split(" | ")[1] == ("no, default `None`" if spec.optional else "yes")
+        if spec.optional:
+            assert f"- `{spec.name}`: " in page

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from specguard.runner import _rule_examples as examples
+from specguard.adapters import examples
 
 from specguard import contracts
 

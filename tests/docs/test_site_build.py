@@ -1,4 +1,4 @@
-"""The real site: built strictly by `specguard docs`, code samples that run."""
+"""The real site, built strictly by `specguard docs` (the samples run in test_code_samples)."""
 
 from __future__ import annotations
 
@@ -9,59 +9,27 @@ import re
 from pathlib import Path
 
 import pytest
-from specguard.runner import _cmd_docs
-from specguard.runner import _rule_examples as examples
+from specguard.adapters import examples
 
 from specguard import cli
+from specguard._cli import docs as docs_command
 
 ROOT = Path(__file__).resolve().parents[2]
-DOCS = ROOT / "docs"
-_PYTHON_BLOCK = re.compile(r"^```python\n(.*?)^```", re.M | re.S)
-
-# Pages whose Python samples are complete programs: they run, top to bottom.
-RUNNABLE = ["index.md", "why.md", "guides/guard.md", "guides/production.md"]
-
-
-def _blocks(page: str) -> list[str]:
-    return _PYTHON_BLOCK.findall((DOCS / page).read_text(encoding="utf-8"))
-
-
-@pytest.mark.parametrize("page", RUNNABLE)
-def test_runnable_samples_run(page):
-    """The Python samples of a runnable page execute in order without an error."""
-    blocks = _blocks(page)
-    assert blocks, f"{page} has no Python sample"
-    namespace: dict[str, object] = {"__name__": "docs_sample"}
-    for block in blocks:
-        if "..." in block:
-            compile(block, page, "exec")  # a sketch with elided bodies: syntax only
-            continue
-        exec(compile(block, page, "exec"), namespace)
-
-
-@pytest.mark.parametrize("path", sorted(DOCS.rglob("*.md")),
-                         ids=lambda p: p.relative_to(DOCS).as_posix())
-def test_every_python_sample_is_valid_python(path):
-    """Every Python sample on the site at least parses."""
-    for block in _PYTHON_BLOCK.findall(path.read_text(encoding="utf-8")):
-        compile(block, str(path.relative_to(DOCS)), "exec")
-
-
 def test_find_config_walks_up_from_a_subfolder(tmp_path):
     """`specguard docs` finds mkdocs.yml from any folder of a checkout."""
     (tmp_path / "mkdocs.yml").write_text("site_name: x\n")
     deep = tmp_path / "a" / "b"
     deep.mkdir(parents=True)
-    assert _cmd_docs.find_config(deep) == tmp_path / "mkdocs.yml"
+    assert docs_command.find_config(deep) == tmp_path / "mkdocs.yml"
 
 
 def test_build_and_serve_commands_are_strict(tmp_path):
     """Both build and serve run mkdocs strictly, on the config found."""
     parser = argparse.ArgumentParser()
-    _cmd_docs.add_arguments(parser)
+    docs_command.add_arguments(parser)
     config = tmp_path / "mkdocs.yml"
-    build = _cmd_docs.mkdocs_command(parser.parse_args(["--site-dir", "out"]), config)
-    serve = _cmd_docs.mkdocs_command(parser.parse_args(["--serve", "--dev-addr", "h:1"]), config)
+    build = docs_command.mkdocs_command(parser.parse_args(["--site-dir", "out"]), config)
+    serve = docs_command.mkdocs_command(parser.parse_args(["--serve", "--dev-addr", "h:1"]), config)
     assert build[2:4] == ["mkdocs", "build"] and "--strict" in build
     assert build[build.index("--site-dir") + 1] == str(Path("out").resolve())
     assert serve[2:4] == ["mkdocs", "serve"] and "--strict" in serve

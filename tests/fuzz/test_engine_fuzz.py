@@ -26,7 +26,7 @@ from specguard.runner.faults import DUPLICATE_SEQ_ID, FAULTS, SENTINEL_TO_EMBEDD
 from specguard.runner.kv_cache import blocks_for
 from specguard.runner.oracle import first_divergence, greedy_reference
 from specguard.runner.workload import Request, synthetic_requests
-from strategies import Workload, engine_workloads
+from strategies.workloads import Workload, engine_workloads
 
 from specguard import contracts
 

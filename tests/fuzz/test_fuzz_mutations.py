@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from input_snapshots import same, snapshot
-from strategies import (
+from strategies.mutations import (
     MAPPING_MUTATIONS,
     MUTATIONS,
     UNREACHABLE,

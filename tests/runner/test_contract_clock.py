@@ -30,19 +30,19 @@ def fake_time(monkeypatch):
     return fake
 
 
-def test_build_counts_the_construction(fake_time):
+def test_construction_counts_as_checking(fake_time):
     """A boundary object's construction (its validation) counts as checking time."""
     clock = ContractClock()
-    result = clock.build(dict, a=1)
+    result = clock.checking(dict, a=1)
     assert result == {"a": 1}
     assert clock.seconds == 1.0
 
 
-def test_build_with_checks_off_is_engine_work(fake_time):
+def test_construction_with_checks_off_is_engine_work(fake_time):
     """With contracts off nothing is validated, so construction is not checking time."""
     clock = ContractClock()
     with contracts.checking(mode="off"):
-        clock.build(dict, a=1)
+        clock.checking(dict, a=1)
     assert clock.seconds == 0.0
 
 

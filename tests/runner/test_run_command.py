@@ -21,7 +21,8 @@ def test_default_sized_options_and_exit_codes_are_documented(capsys):
         main(["run", "--help"])
     text = capsys.readouterr().out
     for snippet in ("requests (default 64)", "(2048)", "output tokens per request (128)",
-                    "draft tokens per step (3)", "exit codes:", "--fault implies --verify"):
+                    "draft tokens per step, 1 to 128 (3)", "exit codes:",
+                    "--fault implies --verify"):
         assert snippet in text
     for code in (main_job.EXIT_OK, main_job.EXIT_DIVERGED, main_job.EXIT_USAGE,
                  main_job.EXIT_VIOLATION, main_job.EXIT_CRASH):

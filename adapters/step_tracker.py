@@ -26,8 +26,9 @@ from typing import Any, cast
 import numpy as np
 from specguard.adapters._build import build
 from specguard.adapters._host import host_array
+from specguard.adapters._seq_memory import SeqMemory
 from specguard.adapters._step_plan import UNKNOWN, StepLinks, StepPlan, rows_in
-from specguard.adapters._step_rules import DraftRows, StepTransition, VerifyRows
+from specguard.adapters._step_rules import DraftRows, RecomputedTokens, StepTransition, VerifyRows
 from specguard.contracts import (
     Array,
     Bool,
@@ -98,21 +99,14 @@ class StepTracker:
     budget and ``max_model_len``, and structured output drops grammar-invalid ones).
     """
 
-    def __init__(self, *, progress: bool = True, whole_proposals: bool = True) -> None:
+    def __init__(self, *, progress: bool = True, whole_proposals: bool = True,
+                 memory_limit: int = 1 << 16) -> None:
         self.progress = progress
         self.whole_proposals = whole_proposals
         self._previous: StepState | None = None
         self._current: _Step | None = None
         self._count = 0
-
-    @classmethod
-    def resume(cls, state: StepState, *, progress: bool = True,
-               whole_proposals: bool = True) -> StepTracker:
-        """A tracker whose previous step is ``state`` (re-checking a snapshot)."""
-        tracker = cls(progress=progress, whole_proposals=whole_proposals)
-        tracker._previous = state
-        tracker._count = state.step + 1
-        return tracker
+        self._memory = SeqMemory(memory_limit)
 
     @property
     def previous(self) -> StepState | None:
@@ -124,11 +118,14 @@ class StepTracker:
         if self._current is not None:
             self._previous = self._current.state()
             self._current = None
+            if current_config().depth is Depth.FULL:
+                _remember(self._memory, self._previous)
         return self._previous
 
     def reset(self) -> None:
         """Forget everything: the next batch is checked against nothing."""
         self._previous = self._current = None
+        self._memory.clear()
 
     def links(self, seq_ids: Any) -> StepLinks:
         """Where ``seq_ids`` sat in the previous forward (closing the step in flight)."""
@@ -140,32 +137,74 @@ class StepTracker:
             return StepLinks(np.full(ids.shape[0], UNKNOWN, dtype=np.int64))
         return StepLinks(rows_in(cast(np.ndarray, previous.seq_ids), ids))
 
-    def schedule(self, batch: ScheduledBatch | StepPlan, *, refilled: Any = None) -> StepLinks:
+    def schedule(self, batch: ScheduledBatch | StepPlan, *, refilled: Any = None,
+                 forwarded: bool = True) -> StepLinks:
         """Check ``batch`` against the previous step and make it the step in flight.
 
         ``refilled`` marks the decode rows (in decode order) whose drafts the runner takes
-        from its previous-step buffers rather than from this batch.
+        from its previous-step buffers rather than from this batch. ``forwarded=False``
+        says the runner's next step will not see this batch as its previous forward (an
+        empty batch the engine never forwards, or one the runner returns from before its
+        postprocess): it is checked, its prefill progress is remembered, and the previous
+        step stays the one the next batch is linked to.
         """
         plan = batch if isinstance(batch, StepPlan) else StepPlan.of(batch)
         if current_config().mode is Mode.OFF or plan is None or not plan.is_sound():
             self.reset()
             return StepLinks(np.zeros(0, dtype=np.int64))
+        full = current_config().depth is Depth.FULL
+        if not full:
+            self._memory.clear()  # progress seen at metadata depth is not remembered
         links = self.links(plan.seq_ids)
         previous = self._previous
         rows = _refilled_rows(refilled, plan)
-        if previous is not None and current_config().depth is Depth.FULL:
+        if previous is not None and full:
+            ends = self._memory.ends(plan.seq_ids.astype(np.int64))
             build(StepTransition, _transition(previous, plan, links, rows, self.progress,
-                                              self.whole_proposals), state=previous)
+                                              self.whole_proposals, ends), state=previous)
+        if full:
+            recomputed = _recomputed(plan, self._memory)
+            if recomputed is not None:
+                build(RecomputedTokens, recomputed, state=previous)
         if rows.any():  # the runner fills these rows completely from the previous step
             plan = dataclasses.replace(
                 plan, num_drafts=np.where(rows, plan.mtp_k, plan.num_drafts))
+        if not forwarded:
+            prefill = ~plan.is_decode
+            if full and prefill.any():  # a chunk that ran moved its seq on all the same
+                self._memory.advance(plan.seq_ids[prefill].astype(np.int64),
+                                     plan.starts[prefill].astype(np.int64),
+                                     plan.num_scheduled[prefill].astype(np.int64))
+            return links
         self._current = _Step(plan, self._count)
         self._count += 1
         return links
 
     def verified(self, out: VerifyOutput) -> None:
-        """Check the verifier's rows against the step in flight; remember accepted counts."""
+        """Check the verifier's rows against the step in flight; remember accepted counts
+        and, at full depth, the tokens each row emitted (what a recompute must re-feed)."""
         self.verify_rows(out.seq_ids, out.num_accepted)
+        if current_config().depth is Depth.FULL:
+            self.record_emitted(out.seq_ids, out.token_ids, out.num_accepted)
+
+    def record_emitted(self, seq_ids: Any, token_ids: Any, num_accepted: Any) -> None:
+        """Remember the tokens the verifier emitted for each decode seq of the step in
+        flight: ``token_ids[i, :num_accepted[i] + 1]`` at the positions after its anchor."""
+        step = self._current
+        ids, tokens = host_array(seq_ids), host_array(token_ids)
+        accepted = host_array(num_accepted)
+        if step is None or ids is None or tokens is None or accepted is None \
+                or not _same_rows(ids, accepted) or tokens.ndim != 2 \
+                or tokens.shape[0] != ids.shape[0] or not np.issubdtype(tokens.dtype, np.integer):
+            return
+        positions = rows_in(step.plan.seq_ids, ids)
+        for row, (at, count) in enumerate(zip(positions.tolist(), accepted.tolist(), strict=True)):
+            if at < 0 or not step.plan.is_decode[at] or not 0 <= count < tokens.shape[1]:
+                continue
+            start = int(step.plan.starts[at])
+            if start >= 0:
+                self._memory.emitted(int(ids[row]), start + 1,
+                                     tokens[row, : count + 1].astype(np.int64))
 
     def verify_rows(self, seq_ids: Any, num_accepted: Any) -> None:
         """:meth:`verified` from the arrays alone: one row per decode seq, in batch order."""
@@ -216,6 +255,14 @@ class StepTracker:
         step.drafted[positions[found]] = True
 
 
+def _remember(memory: SeqMemory, state: StepState) -> None:
+    """Fold where ``state`` left each of its seqs into the per-seq memory."""
+    arrays = [host_array(a) for a in (state.seq_ids, state.starts, state.advance)]
+    ids, starts, advance = arrays
+    if ids is not None and starts is not None and advance is not None:
+        memory.advance(ids.astype(np.int64), starts.astype(np.int64), advance.astype(np.int64))
+
+
 def _same_rows(ids: np.ndarray, values: np.ndarray) -> bool:
     return ids.ndim == 1 and values.shape == ids.shape and np.issubdtype(values.dtype, np.integer)
 
@@ -229,16 +276,27 @@ def _refilled_rows(refilled: Any, plan: StepPlan) -> np.ndarray:
 
 
 def _transition(previous: StepState, plan: StepPlan, links: StepLinks,
-                refilled: np.ndarray, progress: bool, whole: bool) -> dict[str, Any]:
-    """The fields of the StepTransition between ``previous`` and ``plan``: O(batch)."""
+                refilled: np.ndarray, progress: bool, whole: bool,
+                ends: np.ndarray) -> dict[str, Any]:
+    """The fields of the StepTransition between ``previous`` and ``plan``: O(batch).
+
+    A seq that was in the previous forward resumes where that step left it; one that was
+    absent resumes where its last known step left it (``ends``). A prefill that starts
+    before that point is a recompute from a cached prefix (after a preemption): a legal
+    restart, whose tokens :class:`RecomputedTokens` checks instead.
+    """
     rows = links.prev_rows
     seen = rows >= 0
     at = np.maximum(rows, 0)
     expected = np.full(rows.shape[0], UNKNOWN, dtype=np.int64)
-    if progress and previous.seq_ids.shape[0]:
-        advance = previous.advance[at]
-        known = seen & (advance >= 0)
-        expected[known] = previous.starts[at][known] + advance[known]
+    if progress:
+        expected = np.where(seen, UNKNOWN, ends).astype(np.int64)
+        if previous.seq_ids.shape[0]:
+            advance = previous.advance[at]
+            known = seen & (advance >= 0)
+            expected[known] = previous.starts[at][known] + advance[known]
+        restart = ~plan.is_decode & (plan.starts >= 0) & (plan.starts < expected)
+        expected[restart] = UNKNOWN
     decode = np.flatnonzero(plan.is_decode)
     decode_rows = rows[decode]
     same_width = previous.mtp_k == plan.mtp_k and previous.seq_ids.shape[0] > 0
@@ -258,3 +316,27 @@ def _transition(previous: StepState, plan: StepPlan, links: StepLinks,
         "proposed": proposed, "has_proposal": has_proposal, "refilled": refilled,
         "expected_num_drafts": np.where(required, plan.mtp_k, UNKNOWN).astype(np.int64),
     }
+
+
+def _recomputed(plan: StepPlan, memory: SeqMemory) -> dict[str, Any] | None:
+    """The RecomputedTokens fields of the prefill seqs of ``plan`` whose chunk covers
+    positions the verifier emitted tokens for; None when there is nothing to compare."""
+    tokens = plan.token_ids
+    if tokens is None or not len(memory):
+        return None
+    prefill = np.flatnonzero(~plan.is_decode)
+    if prefill.shape[0] == 0 or tokens.ndim != 1 or not np.issubdtype(tokens.dtype, np.integer):
+        return None
+    offsets = np.concatenate([[0], np.cumsum(plan.num_scheduled)])
+    if offsets[-1] != tokens.shape[0]:
+        return None  # a token stream of another length is the batch's own violation
+    found = np.full(prefill.shape[0], UNKNOWN, dtype=np.int64)
+    fed = np.zeros(prefill.shape[0], dtype=np.int64)
+    emitted = np.zeros(prefill.shape[0], dtype=np.int64)
+    for row, i in enumerate(prefill.tolist()):
+        span = tokens[int(offsets[i]):int(offsets[i + 1])]
+        hit = memory.first_mismatch(int(plan.seq_ids[i]), int(plan.starts[i]), span)
+        if hit is not None:
+            found[row], fed[row], emitted[row] = hit
+    return {"seq_ids": plan.seq_ids[prefill].astype(np.int64), "positions": prefill,
+            "token_positions": found, "fed": fed, "emitted": emitted}

@@ -13,7 +13,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-__all__ = ["add_arguments", "find_config", "mkdocs_command", "run"]
+__all__ = ["HELP", "add_arguments", "find_config", "mkdocs_command", "run"]
+
+HELP = "build (or serve) the docs site"
 
 _CONFIG = "mkdocs.yml"
 
@@ -36,7 +38,7 @@ def find_config(start: Path) -> Path | None:
         candidate = folder / _CONFIG
         if candidate.is_file():
             return candidate
-    beside_package = Path(__file__).resolve().parent.parent / _CONFIG
+    beside_package = Path(__file__).resolve().parents[2] / _CONFIG
     return beside_package if beside_package.is_file() else None
 
 

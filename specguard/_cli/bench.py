@@ -8,7 +8,11 @@ import json
 import sys
 import time
 
-__all__ = ["add_arguments", "run"]
+from specguard.runner.main_job import at_least
+
+__all__ = ["HELP", "add_arguments", "run"]
+
+HELP = "measure validation cost against the numpy floor"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -16,7 +20,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument("--quick", action="store_true",
                         help="a fast smoke run: small batches, few short repeats")
-    parser.add_argument("--repeats", type=int, default=None,
+    parser.add_argument("--repeats", type=at_least(1), default=None,
                         help="timings per figure (the median is reported; default 21)")
     parser.add_argument("--wall", action="store_true",
                         help="time with the wall clock instead of the process's CPU time")
@@ -29,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
 
     settings = Settings.quick() if args.quick else Settings()
     if args.repeats is not None:
-        settings = dataclasses.replace(settings, repeats=max(1, args.repeats))
+        settings = dataclasses.replace(settings, repeats=args.repeats)
     if args.wall:
         settings = dataclasses.replace(settings, clock=time.perf_counter)
     report = run_suite(settings, lambda line: print(f"bench: {line}", file=sys.stderr))

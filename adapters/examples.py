@@ -1,0 +1,256 @@
+"""Broken objects for the engine adapters' rules, and the complete example catalogue.
+
+The adapters' rules (step to step, ATOM's layout, vLLM's conventions) are broken through
+the adapters themselves: a :class:`~specguard.adapters.step_tracker.StepTracker` fed two
+steps, an :class:`~specguard.adapters.atom.AtomView` or a
+:class:`~specguard.adapters.vllm.VllmView` fed an engine's own objects (stand-ins with the
+engine's field names). :data:`EXAMPLES` and :data:`STORIES` join them with the contract
+rules' examples of :mod:`specguard.contracts.examples`: one broken object for every rule
+of the catalogue, which the docs print and the tests hold the registry to.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+from specguard.adapters.atom import AtomView
+from specguard.adapters.step_tracker import StepTracker
+from specguard.adapters.vllm import VllmView
+from specguard.contracts import ContractViolation
+from specguard.contracts import examples as contract_examples
+from specguard.contracts.examples import (
+    CLEAN,
+    MTP_K,
+    NO_EXAMPLE,
+    Example,
+    drafter_output,
+    ids,
+    scheduled_batch,
+    verify_output,
+    violation_of,
+)
+
+from specguard import contracts as sg
+
+__all__ = [
+    "CLEAN",
+    "EXAMPLES",
+    "NO_EXAMPLE",
+    "STORIES",
+    "Example",
+    "example_message",
+    "example_violation",
+    "violation_of",
+]
+
+_MTP_K, _VOCAB = MTP_K, contract_examples.VOCAB
+_ids = ids
+
+
+def _next_batch(**changes: Any) -> sg.ScheduledBatch:
+    """The clean batch one step later: every seq resumed where the clean step left it."""
+    return scheduled_batch(**{"context_lens": _ids(24, 38, 10, 10), **changes})
+
+
+def _proposals() -> sg.DrafterOutput:
+    return sg.DrafterOutput(
+        mtp_k=_MTP_K, vocab_size=_VOCAB, seq_ids=_ids(11, 12, 13, 14),
+        draft_token_ids=_ids([201, 202, 203], [204, 205, 206], [207, 208, 209],
+                             [210, 211, 212]))
+
+
+def _resumed_elsewhere() -> None:
+    tracker = StepTracker()
+    tracker.schedule(scheduled_batch())
+    tracker.verified(verify_output())  # seq 12 accepted 1 of 3 drafts: it resumes at 34
+    tracker.schedule(_next_batch(context_lens=_ids(24, 40, 10, 10)))
+
+
+def _swapped_drafts() -> None:
+    tracker = StepTracker()
+    tracker.schedule(scheduled_batch())
+    tracker.drafted(_proposals())
+    tracker.schedule(_next_batch(
+        draft_token_ids=_ids([204, 205, 206], [201, 202, 203], [207, 208, 209]),
+        num_drafts=_ids(3, 3, 3)))
+
+
+def _proposal_left_behind() -> None:
+    tracker = StepTracker()
+    tracker.schedule(scheduled_batch())
+    tracker.drafted(_proposals())
+    # Seq 13's proposal is still on the device; the runner reads its row from the host,
+    # where it is as empty as in the step before.
+    tracker.schedule(_next_batch(
+        draft_token_ids=_ids([201, 202, 203], [204, 205, 206], [108, 108, 108])))
+
+
+def _placeholder_for_a_newcomer() -> None:
+    tracker = StepTracker()
+    tracker.schedule(scheduled_batch())
+    tracker.schedule(_next_batch(
+        seq_ids=_ids(11, 12, 15, 14), draft_placeholder=-1,
+        draft_token_ids=_ids([101, 102, 103], [105, 106, 107], [-1, -1, -1])))
+
+
+def _recomputed_with_a_placeholder() -> None:
+    tracker = StepTracker()
+    tracker.schedule(scheduled_batch())
+    tracker.verified(verify_output())  # seq 12 (start 32) emitted 105, 555 at 33 and 34
+    # Preempted, seq 12 is recomputed from position 0; position 34 holds the EOS (2)
+    # placeholder its scheduler appended for a step whose output never arrived.
+    history = np.arange(200, 235, dtype=np.int32)
+    history[33:35] = (105, 2)
+    tracker.schedule(scheduled_batch(
+        num_decode=0, num_tokens=35, seq_ids=_ids(12), is_decode=np.array([False]),
+        num_scheduled_tokens=_ids(35), context_lens=_ids(35), block_tables=_ids([2, 3, 4]),
+        token_ids=history, draft_token_ids=np.zeros((0, _MTP_K), dtype=np.int32),
+        num_drafts=np.zeros(0, dtype=np.int32)))
+
+
+def _tracked(verify: sg.VerifyOutput | None = None,
+             drafts: sg.DrafterOutput | None = None) -> None:
+    tracker = StepTracker()
+    tracker.schedule(scheduled_batch())
+    if verify is not None:
+        tracker.verified(verify)
+    if drafts is not None:
+        tracker.drafted(drafts)
+
+
+def _atom_batch(**changes: Any) -> SimpleNamespace:
+    """An object with the fields of ATOM's ScheduledBatch: three decode seqs, mtp_k 3."""
+    fields: dict[str, Any] = {
+        "req_ids": [11, 12, 13], "total_seqs_num_prefill": 0, "total_seqs_num_decode": 3,
+        "context_lens": _ids(20, 36, 9), "num_rejected": _ids(0, 0, 0),
+        "num_scheduled_tokens": _ids(4, 4, 4), "total_tokens_num": 12,
+        "scheduled_tokens": np.arange(100, 112, dtype=np.int32),
+        "scheduled_spec_decode_tokens": _ids([101, 102, 103], [105, 106, 107],
+                                             [108, 108, 108]),
+        "block_tables": [[0, 1], [2, 3, 4], [5]], "per_req_cache_groups": [],
+        "num_spec_step": _MTP_K,
+    }
+    fields.update(changes)
+    return SimpleNamespace(**fields)
+
+
+def _atom_view(tracker: StepTracker | None = None, layout: str = "pr1771") -> AtomView:
+    return AtomView(mtp_k=_MTP_K, vocab_size=_VOCAB, block_size=16, tracker=tracker,
+                    layout=layout)
+
+
+def _atom_mixed_phases() -> None:
+    _atom_view()(_atom_batch(
+        req_ids=[14, 11, 12, 13], total_seqs_num_prefill=1, context_lens=_ids(5, 20, 36, 9),
+        num_rejected=_ids(0, 0, 0, 0), num_scheduled_tokens=_ids(5, 4, 4, 4),
+        total_tokens_num=17, scheduled_tokens=np.arange(100, 117, dtype=np.int32),
+        block_tables=[[6], [0, 1], [2, 3, 4], [5]]))
+
+
+def _atom_new_before_deferred() -> None:
+    view = _atom_view(StepTracker(), layout="pre-1771")
+    view(_atom_batch())
+    view(_atom_batch(req_ids=[15, 11, 12], context_lens=_ids(9, 24, 40),
+                     block_tables=[[5], [0, 1], [2, 3, 4]]))
+
+
+def _scheduler_output(**changes: Any) -> SimpleNamespace:
+    """An object with the fields of vLLM's SchedulerOutput: two requests verifying drafts,
+    one prefill chunk."""
+    fields: dict[str, Any] = {
+        "num_scheduled_tokens": {"req-a": 4, "req-b": 4, "req-c": 5},
+        "scheduled_spec_decode_tokens": {"req-a": [101, 102, 103], "req-b": [105, 106, 107]},
+        "total_num_scheduled_tokens": 13, "scheduled_new_reqs": [],
+        "scheduled_cached_reqs": None,
+    }
+    fields.update(changes)
+    return SimpleNamespace(**fields)
+
+
+def _vllm_schedule(output: SimpleNamespace) -> None:
+    VllmView(mtp_k=_MTP_K, vocab_size=_VOCAB).schedule(output)
+
+
+_ADAPTER_EXAMPLES = (
+    Example("SG601", "seq 12's context not rolled back for the two drafts it had rejected "
+            "(checked by a `StepTracker` across two steps)", _resumed_elsewhere),
+    Example("SG602", "the drafts of seqs 11 and 12 swapped on the way into the next step "
+            "(`StepTracker`)", _swapped_drafts),
+    Example("SG603", "a `-1` placeholder row for seq 15, which was not in the previous "
+            "forward, so nothing will overwrite it (`StepTracker`)",
+            _placeholder_for_a_newcomer),
+    Example("SG604", "verify rows in another order than the batch (`StepTracker`)",
+            lambda: _tracked(verify=verify_output(seq_ids=_ids(12, 11, 13)))),
+    Example("SG605", "seq 13 accepting a draft from its placeholder row (`StepTracker`)",
+            lambda: _tracked(verify=verify_output(
+                token_ids=_ids([101, 102, 103, 104], [105, 555, -1, -1], [777, 778, -1, -1]),
+                num_accepted=_ids(3, 1, 1)))),
+    Example("SG606", "drafter rows only for the decode seqs of a mixed step (`StepTracker`)",
+            lambda: _tracked(drafts=drafter_output())),
+    Example("SG607", "seq 13 verified with none of the three drafts proposed for it the step "
+            "before: its host row was still empty after its prefill (`StepTracker`)",
+            _proposal_left_behind),
+    Example("SG608", "seq 12 recomputed after a preemption with an EOS placeholder where "
+            "the verifier had emitted a token (`StepTracker`)", _recomputed_with_a_placeholder),
+    Example("SG611", "an ATOM batch with a prefill chunk ahead of three decode seqs "
+            "(`AtomView`)", _atom_mixed_phases),
+    Example("SG612", "a new seq placed ahead of the deferred ones in an ATOM decode batch "
+            "(`AtomView(layout=\"pre-1771\")` with a `StepTracker`)", _atom_new_before_deferred),
+    Example("SG613", "an ATOM decode batch with num_spec_step 2 for a drafter with mtp_k 3 "
+            "(`AtomView`)", lambda: _atom_view()(_atom_batch(num_spec_step=2))),
+    Example("SG621", "a vLLM request with three drafts scheduled three tokens (`VllmView`)",
+            lambda: _vllm_schedule(_scheduler_output(
+                num_scheduled_tokens={"req-a": 4, "req-b": 3, "req-c": 5},
+                total_num_scheduled_tokens=12))),
+    Example("SG622", "vLLM's total_num_scheduled_tokens left stale after a count changed "
+            "(`VllmView`)",
+            lambda: _vllm_schedule(_scheduler_output(total_num_scheduled_tokens=12))),
+)
+
+#: The broken object of every rule of the catalogue that one can break on its own, by code.
+EXAMPLES: dict[str, Example] = {
+    **contract_examples.EXAMPLES,
+    **{example.code: example for example in _ADAPTER_EXAMPLES},
+}
+
+
+def _atom_adapter_1444() -> None:
+    # ATOM's own batch before the fix, read by the adapter: seq 13 has no draft row.
+    _atom_view()(_atom_batch(scheduled_spec_decode_tokens=_ids([101, 102, 103],
+                                                               [105, 106, 107])))
+
+
+def _vllm_adapter_26231() -> None:
+    # What propose() would embed: request "req-c" is mid chunked prefill, and padded
+    # speculation gave it -1 as its next token.
+    view = VllmView(mtp_k=_MTP_K, vocab_size=129280)
+    step = view.schedule(_scheduler_output())
+    view.drafter_input(
+        step, target_token_ids=np.arange(700, 713, dtype=np.int64),
+        target_positions=np.arange(13, dtype=np.int64),
+        next_token_ids=np.array([5001, 5002, -1], dtype=np.int64),
+        last_token_indices=np.array([3, 7, 12], dtype=np.int64),
+        common_attn_metadata=SimpleNamespace(query_start_loc=np.array([0, 4, 8, 13])))
+
+
+#: The two crashes that motivated specguard, rebuilt as the objects that carry them, and
+#: as the engine adapters meet them in ATOM's and vLLM's own objects.
+STORIES: dict[str, Example] = {
+    "atom-adapter": Example("SG101", "ATOM's compacted scheduled_spec_decode_tokens, read by "
+                            "AtomView", _atom_adapter_1444),
+    "vllm-adapter": Example("SG301", "vLLM's propose() inputs with a -1 next token, read by "
+                            "VllmView", _vllm_adapter_26231),
+    **contract_examples.STORIES,
+}
+
+
+def example_violation(code: str) -> ContractViolation:
+    """Build the broken object of ``code`` under strict, full-depth checking; return its error."""
+    return violation_of(EXAMPLES[code])
+
+
+def example_message(code: str) -> str:
+    """The message the broken object of ``code`` raises, exactly as a user reads it."""
+    return str(example_violation(code))

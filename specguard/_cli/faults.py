@@ -1,0 +1,30 @@
+"""``specguard faults``: the fault catalogue of the reference engine, one fault a line."""
+
+from __future__ import annotations
+
+import argparse
+
+from specguard.runner.faults import FAULTS
+
+__all__ = ["HELP", "add_arguments", "run"]
+
+HELP = "list the fault catalogue"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of ``specguard faults``."""
+    parser.add_argument("--verbose", "-v", action="store_true",
+                        help="also print where each fault lives and the bug it reproduces")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print the catalogue, one fault a line."""
+    width = max(len(name) for name in FAULTS)
+    for fault in FAULTS.values():
+        print(f"{fault.name:<{width}}  {fault.summary}")
+        if args.verbose:
+            print(f"{'':<{width}}    in {', '.join(fault.sites)}; caught by "
+                  f"{' or '.join(fault.rules)} on {fault.subject}")
+            print(f"{'':<{width}}    from: {fault.origin}")
+            print(f"{'':<{width}}    contracts off: {fault.unguarded}")
+    return 0

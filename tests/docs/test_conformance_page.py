@@ -1,0 +1,50 @@
+"""The Conformance page: engine × version × scenario, read from the corpus files."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from specguard.adapters.corpus import Corpus, Event, Expected, corpus_files, write_corpus
+
+from tests.docs.conftest import load_hook_module
+
+ROOT = Path(__file__).resolve().parents[2]
+PAGE = "conformance.md"
+
+
+def _tables(root: Path | None = None) -> str:
+    return load_hook_module("conformance_page").conformance_tables(
+        PAGE, str(root) if root else None)
+
+
+def test_conformance_page_is_in_the_nav_and_expands_its_marker(pages):
+    """mkdocs.yml links the page; its marker becomes the generated tables."""
+    config = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+    assert re.search(rf"^  - Conformance: {PAGE}$", config[config.index("\nnav:\n"):], re.M)
+    text = pages.expand_markers((ROOT / "docs" / PAGE).read_text(encoding="utf-8"), PAGE)
+    assert "specguard:conformance" not in text and "## ATOM" in text
+
+
+def test_every_atom_corpus_file_is_a_cell_with_its_expected_result():
+    """One row per scenario, one column per commit, oldest first; buggy cells name the rule."""
+    tables = _tables()
+    files = list(corpus_files(load_hook_module("conformance_page").CORPUS / "atom"))
+    assert f"{len(files)} recorded runs: 15 scenarios × 4 versions." in tables
+    header = next(line for line in tables.splitlines() if line.startswith("| scenario | `"))
+    assert re.findall(r"`(\w+)`", header) == ["80b5b02be", "26ba9913d", "042e8f1c0", "ffdf3bb5d"]
+    assert ("| `partial-prefill-requeue` | **SG101** seq 2, position 0 | 0 violations | "
+            "0 violations | 0 violations |") in tables
+
+
+def test_a_new_engine_folder_shows_up_without_a_change(tmp_path):
+    """Any engine recorded in the corpus format gets its own section (vLLM's, say)."""
+    folder = tmp_path / "vllm" / "0.11.0"
+    folder.mkdir(parents=True)
+    write_corpus(folder / "async-scheduling.json", Corpus(
+        engine="vllm", engine_version="0.11.0", scenario="async-scheduling",
+        description="one step", config={}, events=[Event(event="schedule", fields={})],
+        expect=[Expected(code="SG603", seq_id="r1", position=0)]))
+    tables = _tables(tmp_path)
+    assert "## vLLM" in tables
+    assert "| `async-scheduling` | **SG603** seq r1, position 0 |" in tables
