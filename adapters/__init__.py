@@ -8,6 +8,8 @@
 * :mod:`~specguard.adapters.atom_install` puts them around a live ATOM ``ModelRunner`` in
   one call (``install_atom(runner)``, ``uninstall_atom(runner)``);
 * :class:`~specguard.adapters.step_tracker.StepTracker` checks each step against the previous one;
+* :func:`~specguard.adapters.ranks.check_ranks` checks that data-parallel ranks agree on
+  each step, from one small all-gather of :class:`~specguard.adapters.ranks.RankStep` rows;
 * :mod:`specguard.adapters.snapshots` writes a violation to a file that ``specguard check``
   re-validates (an unreadable one is a :class:`SnapshotError`);
   :mod:`specguard.adapters.pytest_plugin` turns every guard on for a test run.
@@ -24,6 +26,9 @@ from specguard.adapters.proxies import guard_runner as guard_runner
 from specguard.adapters.proxies import guard_scheduler as guard_scheduler
 from specguard.adapters.proxies import is_guarded as is_guarded
 from specguard.adapters.proxies import unwrap as unwrap
+from specguard.adapters.ranks import RankAgreement as RankAgreement
+from specguard.adapters.ranks import RankStep as RankStep
+from specguard.adapters.ranks import check_ranks as check_ranks
 from specguard.adapters.snapshots import SnapshotError as SnapshotError
 from specguard.adapters.step_tracker import StepLinks as StepLinks
 from specguard.adapters.step_tracker import StepPlan as StepPlan
@@ -34,6 +39,8 @@ from specguard.adapters.vllm import VllmView as VllmView
 
 __all__ = [
     "AtomView",
+    "RankAgreement",
+    "RankStep",
     "SnapshotError",
     "StepLinks",
     "StepPlan",
@@ -41,6 +48,7 @@ __all__ = [
     "StepTracker",
     "VllmStep",
     "VllmView",
+    "check_ranks",
     "guard",
     "guard_runner",
     "guard_scheduler",

@@ -11,11 +11,13 @@ of the catalogue, which the docs print and the tests hold the registry to.
 
 from __future__ import annotations
 
+import dataclasses
 from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 from specguard.adapters.atom import AtomView
+from specguard.adapters.ranks import RankStep, check_ranks
 from specguard.adapters.step_tracker import StepTracker
 from specguard.adapters.vllm import VllmView
 from specguard.contracts import ContractViolation
@@ -173,6 +175,16 @@ def _vllm_schedule(output: SimpleNamespace) -> None:
     VllmView(mtp_k=_MTP_K, vocab_size=_VOCAB).schedule(output)
 
 
+def _ranks(rank: int = 3, **changes: Any) -> None:
+    """Four data-parallel ranks at step 5 (rank 2 idle), with ``changes`` on ``rank``'s row."""
+    steps = [RankStep(5, _MTP_K, 12, 12, False, 4, [0, 4, 8]),
+             RankStep(5, _MTP_K, 8, 12, False, 4, [1, 5]),
+             RankStep(5, _MTP_K, 4, 12, True, 4, []),
+             RankStep(5, _MTP_K, 12, 12, False, 4, [3, 7, 11])]
+    steps[rank] = dataclasses.replace(steps[rank], **changes)
+    check_ranks(np.stack([step.row(id_slots=4) for step in steps]))
+
+
 _ADAPTER_EXAMPLES = (
     Example("SG601", "seq 12's context not rolled back for the two drafts it had rejected "
             "(checked by a `StepTracker` across two steps)", _resumed_elsewhere),
@@ -207,6 +219,18 @@ _ADAPTER_EXAMPLES = (
     Example("SG622", "vLLM's total_num_scheduled_tokens left stale after a count changed "
             "(`VllmView`)",
             lambda: _vllm_schedule(_scheduler_output(total_num_scheduled_tokens=12))),
+    Example("SG701", "rank 1's own batch broke SG101 in the previous step (`check_ranks`)",
+            lambda: _ranks(1, stopped=101)),
+    Example("SG702", "idle rank 2 skipped a step without joining its collectives "
+            "(`check_ranks`)", lambda: _ranks(2, step=6)),
+    Example("SG703", "rank 3 loaded a draft config with one token fewer (`check_ranks`)",
+            lambda: _ranks(mtp_k=2, dummy_tokens=3)),
+    Example("SG704", "rank 1 pads to its own token count instead of the largest "
+            "(`check_ranks`)", lambda: _ranks(1, padded_tokens=8)),
+    Example("SG705", "idle rank 2 runs a one-token dummy step, the others a decode span "
+            "(`check_ranks`)", lambda: _ranks(2, num_tokens=1, dummy_tokens=1)),
+    Example("SG706", "rank 3 numbers its requests from 0, as a single engine does "
+            "(`check_ranks`, full depth)", lambda: _ranks(seq_ids=[0, 1, 2])),
 )
 
 #: The broken object of every rule of the catalogue that one can break on its own, by code.

@@ -34,6 +34,7 @@ from specguard.adapters._snapshot_write import (
 )
 from specguard.adapters._step_rules import DraftRows, StepTransition, VerifyRows
 from specguard.adapters._vllm_schedule import VllmSchedule
+from specguard.adapters.ranks import RankAgreement
 from specguard.adapters.step_tracker import StepState
 from specguard.contracts import (
     BOUNDARY_OBJECTS,
@@ -94,7 +95,8 @@ class Opaque:
 
 def known_types() -> dict[str, type[BoundaryObject]]:
     """Every boundary object a snapshot may hold, by name."""
-    extra = (StepState, StepTransition, VerifyRows, DraftRows, AtomLayout, VllmSchedule)
+    extra = (StepState, StepTransition, VerifyRows, DraftRows, AtomLayout, VllmSchedule,
+             RankAgreement)
     return {cls.__name__: cls for cls in (*BOUNDARY_OBJECTS, *extra)}
 
 

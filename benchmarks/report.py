@@ -81,6 +81,17 @@ def _engine_lines(engine: dict[str, Any]) -> list[str]:
     ]
 
 
+def _dp_lines(dp: dict[str, Any] | None) -> list[str]:
+    if not dp:
+        return []
+    if not dp.get("available"):
+        return [f"- data-parallel ranks: not measured ({dp.get('reason', 'unavailable')})"]
+    return [f"- data-parallel ranks ({dp['ranks']} ranks, {dp['workload']}; {dp['steps']} "
+            f"steps): the contracts' collective (gather and check one row per rank) "
+            f"{dp['collective_ms']:.3f} ms per step of {dp['step_ms']:.2f} ms, "
+            f"{dp['collective_share']:.2%} of step time"]
+
+
 def format_report(report: dict[str, Any]) -> str:
     """The full report: machine, validation table, mode off, engine, targets."""
     m = report["machine"]
@@ -101,6 +112,7 @@ def format_report(report: dict[str, Any]) -> str:
         f"(guarded, strict, metadata depth: {off['strict_metadata_us']:.2f} µs; "
         f"default depth: {off['strict_default_us']:.2f} µs)",
         *_engine_lines(report["engine"]),
+        *_dp_lines(report.get("dp")),
         "",
         "Engine views (the view's call against validating the objects it builds):",
         "",

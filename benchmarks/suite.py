@@ -16,6 +16,7 @@ import numpy as np
 from specguard.benchmarks import adapter_costs, floor
 from specguard.benchmarks.agreement import disagreements
 from specguard.benchmarks.engine import QUICK_WORKLOAD, engine_overhead
+from specguard.benchmarks.ranks import QUICK_RANKS, rank_collective_cost
 from specguard.benchmarks.timing import Case, Timings, interleave
 from specguard.benchmarks.workload import (
     BLOCK_SIZE,
@@ -337,6 +338,9 @@ def run_suite(settings: Settings, progress: Progress) -> dict[str, Any]:
         progress("engine steps: off, strict (metadata, default, full depth) in lockstep")
         engine = engine_overhead(settings.engine_workload, settings.clock)
         engine["smoke"] = settings.engine_workload is not None
+        progress("data-parallel ranks: the contracts' collective per step")
+        quick = settings.engine_workload is not None
+        dp = rank_collective_cost(QUICK_RANKS if quick else None)
     return {
         "machine": machine(),
         "settings": {"sizes": list(settings.sizes), "mtp_k": MTP_K, "vocab_size": VOCAB_SIZE,
@@ -349,6 +353,7 @@ def run_suite(settings: Settings, progress: Progress) -> dict[str, Any]:
         "from_mapping": mapping,
         "import": imported,
         "engine": engine,
+        "dp": dp,
         "targets": _targets(rows, off, engine) + _around_targets(views, mapping, imported)
         + [_target("no copy of the token arrays: peak extra memory ≤ 1/16 of a long "
                    "token stream", memory["peak_bytes"] / memory["token_bytes"],

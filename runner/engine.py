@@ -29,6 +29,7 @@ from specguard.runner.config import EngineConfig
 from specguard.runner.model import TinyLM
 from specguard.runner.model_runner import ModelRunner
 from specguard.runner.scheduler import Scheduler
+from specguard.runner.scheduler_output import SchedulerOutput
 from specguard.runner.step_output import StepResult
 from specguard.runner.step_relations import check_step
 from specguard.runner.workload import Request
@@ -115,7 +116,7 @@ class Engine:
             self.scheduler.add(request)
         limit = self._step_limit(requests)
         try:
-            while self.scheduler.has_unfinished():
+            while self._more_steps():
                 if self.stats.steps >= limit:
                     raise EngineStalled(f"no completion after {limit} steps")
                 delivered = self.scheduler.delivered_tokens
@@ -142,12 +143,7 @@ class Engine:
         try:
             preemptions = self.scheduler.num_preemptions
             scheduled = self.scheduler.schedule()
-            if scheduled is None:
-                result = self.runner.flush()
-                if result is None:
-                    raise EngineStalled("nothing can be scheduled and nothing is in flight")
-            else:
-                result = self.runner.execute(scheduled)
+            result = self._forward(scheduled)
             self._count(result)
             self._check_relations(result)
             if scheduled is None and self.scheduler.num_preemptions > preemptions:
@@ -162,6 +158,20 @@ class Engine:
         finally:
             self._checking_step = None
             self.stats.step_seconds += time.perf_counter() - start
+
+    def _more_steps(self) -> bool:
+        """Whether to run another step: some request still needs tokens."""
+        return self.scheduler.has_unfinished()
+
+    def _forward(self, scheduled: SchedulerOutput | None) -> StepResult | None:
+        """Run the scheduled batch, or deliver what is in flight when nothing could be
+        scheduled; the previous forward's outputs."""
+        if scheduled is None:
+            result = self.runner.flush()
+            if result is None:
+                raise EngineStalled("nothing can be scheduled and nothing is in flight")
+            return result
+        return self.runner.execute(scheduled)
 
     def _check_relations(self, result: StepResult | None) -> None:
         """Check a forward whose outputs just reached the host against the one before it.

@@ -8,6 +8,9 @@ drafts that are almost never accepted); with strict contracts at full depth it s
 the boundary the bad data crosses first, with a violation naming the rule, the seq and
 its batch position. Two of them break no rule of any single object: only the relation
 between consecutive steps (SG6xx, checked by the engine's step tracker) shows them.
+Three more only show across data-parallel ranks (``specguard run --dp N``, injected on
+the last rank): each rank is consistent on its own, but the ranks disagree (SG7xx,
+checked on every rank from one gathered row of metadata per step).
 
 ``specguard faults`` lists them.
 """
@@ -21,6 +24,9 @@ __all__ = [
     "COMPACT_DRAFT_ROWS",
     "DUPLICATE_SEQ_ID",
     "FAULTS",
+    "RANK_LOCAL_PADDING",
+    "RANK_LOCAL_SEQ_IDS",
+    "RANK_MTP_K",
     "SENTINEL_IN_TARGET_INPUT",
     "SENTINEL_TO_EMBEDDING",
     "SKIPPED_REJECTION_ROLLBACK",
@@ -49,6 +55,8 @@ class Fault:
     """What the engine does with contracts off."""
     also: tuple[str, ...] = ()
     """Rules of the same object that stop it first where it takes another form."""
+    across_ranks: bool = False
+    """Shows only across data-parallel ranks: needs ``--dp 2`` or more."""
 
     @property
     def rules(self) -> tuple[str, ...]:
@@ -64,6 +72,9 @@ WRONG_DRAFT_WIDTH = "wrong-draft-width"
 SENTINEL_IN_TARGET_INPUT = "sentinel-in-target-input"
 SKIPPED_REJECTION_ROLLBACK = "skipped-rejection-rollback"
 STALE_DRAFTS = "stale-drafts"
+RANK_MTP_K = "rank-mtp-k"
+RANK_LOCAL_PADDING = "rank-local-padding"
+RANK_LOCAL_SEQ_IDS = "rank-local-seq-ids"
 
 FAULTS: dict[str, Fault] = {f.name: f for f in (
     Fault(COMPACT_DRAFT_ROWS,
@@ -128,6 +139,33 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
           # A seq whose prefill just ended has an empty host row (SG607: none of its
           # proposal verified); one further along carries its older drafts (SG602).
           also=("SG602",)),
+    Fault(RANK_MTP_K,
+          "one data-parallel rank drafts one token fewer (more, at mtp_k 1) than the others",
+          ("RankJob.config_of",),
+          "vLLM #40589: one DP rank skipped the drafter for a step while the others ran its "
+          "dummy run; the ranks disagreed on speculation and hung",
+          "SG703", "RankAgreement",
+          "crashes: the rank pads to another size and the step's all-gather fails (gloo "
+          "aborts a rank; NCCL hangs until its watchdog)",
+          across_ranks=True),
+    Fault(RANK_LOCAL_PADDING,
+          "one data-parallel rank pads to its own token count, not the largest across ranks",
+          ("RankEngine._padded",),
+          "vLLM #25906: the DP dummy run chose its CUDA graph by the local token count "
+          "instead of num_tokens_after_padding, and the ranks hung",
+          "SG704", "RankAgreement",
+          "crashes: the rank sends a buffer of another size to the step's all-gather (gloo "
+          "aborts a rank; NCCL hangs until its watchdog)",
+          across_ranks=True),
+    Fault(RANK_LOCAL_SEQ_IDS,
+          "one data-parallel rank numbers its requests from 0, as a single engine does",
+          ("RankJob.requests_of",),
+          "vLLM #27987 (after #27723): request ids, unique only per client, collided once "
+          "several clients fed one engine",
+          "SG706", "RankAgreement",
+          "finishes; outputs are merged by seq id, so one rank's tokens overwrite "
+          "another's and differ from plain greedy decoding",
+          across_ranks=True),
 )}
 
 

@@ -22,7 +22,10 @@ from specguard.runner.faults import FAULTS
 from specguard import contracts
 
 if TYPE_CHECKING:  # the engine needs torch: imported when a run starts, not for --help
+    import numpy as np
+    from specguard.runner.data_parallel import RankOutcome
     from specguard.runner.engine import Engine, RunStats
+    from specguard.runner.model import TinyLM
     from specguard.runner.workload import Request
 
 __all__ = ["EXIT_CODES", "EXIT_CRASH", "EXIT_DIVERGED", "EXIT_INTERRUPTED", "EXIT_OK",
@@ -87,6 +90,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="cpu (default), cuda or cuda:N")
     engine.add_argument("--threads", type=at_least(1), default=1,
                         help="torch CPU threads (1: the model is too small to share)")
+    engine.add_argument("--dp", type=int, default=1, metavar="N",
+                        help="data-parallel ranks, one process each (1)")
+    engine.add_argument("--dp-timeout", type=float, default=60.0, metavar="S",
+                        help="seconds a rank waits in a collective before giving up (60)")
     checks = parser.add_argument_group("contracts")
     checks.add_argument("--contracts", choices=[m.value for m in contracts.Mode],
                         help="contract mode (default: SPECGUARD_MODE, else strict)")
@@ -165,6 +172,10 @@ def run(args: argparse.Namespace) -> int:
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         print(f"specguard run: device {args.device!r} is not available", file=sys.stderr)
         return EXIT_USAGE
+    usage = _usage_error(args)
+    if usage:
+        print(f"specguard run: {usage}", file=sys.stderr)
+        return EXIT_USAGE
     torch.set_num_threads(args.threads)
     depth = args.depth or ("full" if args.fault else None)
     with _contracts(args.contracts, depth):
@@ -180,12 +191,29 @@ def run(args: argparse.Namespace) -> int:
             print(f"specguard run: {error}", file=sys.stderr)
             return EXIT_USAGE
         _print_header(args, config, requests)
+        if args.dp > 1:
+            return _run_ranks(args, config, requests)
         code = _generate(engine, requests, args)
         if code is not None:
             return code
         if args.verify or args.fault:
             return _compare(engine, requests, args)
         return EXIT_OK
+
+
+def _usage_error(args: argparse.Namespace) -> str | None:
+    if args.dp < 1:
+        return f"--dp must be at least 1, got {args.dp}"
+    if args.dp_timeout <= 0:
+        return f"--dp-timeout must be positive, got {args.dp_timeout}"
+    if args.fault and FAULTS[args.fault].across_ranks and args.dp < 2:
+        return f"fault {args.fault} only shows across ranks: add --dp 2 or more"
+    if args.dp > 1 and args.device.startswith("cuda"):
+        import torch
+
+        if torch.cuda.device_count() < args.dp:
+            return f"--dp {args.dp} needs {args.dp} GPUs, found {torch.cuda.device_count()}"
+    return None
 
 
 @contextmanager
@@ -207,8 +235,9 @@ def _engine_config(args: argparse.Namespace) -> EngineConfig:
 def _print_header(args: argparse.Namespace, config: EngineConfig,
                   requests: list[Request]) -> None:
     fault = f", fault {args.fault}" if args.fault else ""
+    ranks = f", {args.dp} data-parallel ranks" if args.dp > 1 else ""
     print(f"specguard run: {len(requests)} requests, mtp_k={config.mtp_k}, "
-          f"{_contract_settings()}{fault}, device {config.device}")
+          f"{_contract_settings()}{fault}, device {config.device}{ranks}")
 
 
 def _contract_settings() -> str:
@@ -337,18 +366,87 @@ def _unlogged() -> str:
 
 
 def _compare(engine: Engine, requests: list[Request], args: argparse.Namespace) -> int:
+    return _compare_outputs(engine.model, engine.scheduler.outputs(), requests, args)
+
+
+def _compare_outputs(model: TinyLM, outputs: dict[int, np.ndarray], requests: list[Request],
+                     args: argparse.Namespace) -> int:
     from specguard.runner.oracle import first_divergence, greedy_reference
 
     total = sum(r.max_tokens for r in requests)
     try:
         with _progress(args, total, "oracle") as bar:
-            expected = greedy_reference(engine.model, requests, on_tokens=bar.update)
+            expected = greedy_reference(model, requests, on_tokens=bar.update)
     except KeyboardInterrupt:
         print("oracle: interrupted before the comparison")
         return EXIT_INTERRUPTED
-    divergence = first_divergence(expected, engine.scheduler.outputs())
+    divergence = first_divergence(expected, outputs)
     if divergence is None:
         print(f"oracle: identical ({sum(len(t) for t in expected.values())} tokens)")
         return EXIT_OK
     print(f"oracle: DIVERGED at {divergence.describe()}")
     return EXIT_DIVERGED
+
+
+def _run_ranks(args: argparse.Namespace, config: EngineConfig, requests: list[Request]) -> int:
+    """``--dp N``: the ranks in their own processes, then one report for the group."""
+    from specguard.adapters.ranks import describe_rows
+    from specguard.runner.data_parallel import (
+        FINISHED,
+        STOPPED,
+        RankJob,
+        merged_outputs,
+        merged_stats,
+        run_ranks,
+    )
+    from specguard.runner.model import TinyLM
+
+    settings = contracts.current_config()
+    job = RankJob(config, tuple(requests), args.dp, settings.mode.value, settings.depth.value,
+                  fault=args.fault, threads=args.threads, timeout_s=args.dp_timeout)
+    outcomes = run_ranks(job)
+    stats = merged_stats(outcomes)
+    stopped = [o for o in outcomes if o.status == STOPPED]
+    failed = [o for o in outcomes if o.status != FINISHED]
+    if stopped:
+        origin = _origin(stopped)
+        where = (f"on rank {origin.rank}" if origin.codes and origin.codes[0] != "SG701"
+                 and not origin.report.startswith("RankAgreement")
+                 else "across ranks (every rank checked it)")
+        print(f"stopped at step {origin.step} by a contract violation {where}:")
+        print(origin.report)
+        if origin.rows is not None:
+            print("what each rank reported at the last check:")
+            for line in describe_rows(origin.rows):
+                print(f"  {line}")
+    elif failed:
+        first = failed[0]
+        print(f"engine crashed at step {first.step} on rank {first.rank}: {first.report}")
+    _print_ranks(outcomes)
+    _print_summary(stats, finished=not failed)
+    if stopped:
+        return EXIT_VIOLATION
+    if failed:
+        return EXIT_CRASH
+    if args.verify or args.fault:
+        return _compare_outputs(TinyLM(config.model, config.device), merged_outputs(outcomes),
+                                requests, args)
+    return EXIT_OK
+
+
+def _origin(stopped: list[RankOutcome]) -> RankOutcome:
+    """The rank whose own check fired; ranks that stopped with it raised SG701."""
+    own = [o for o in stopped if o.codes and o.codes[0] != "SG701"]
+    return (own or stopped)[0]
+
+
+def _print_ranks(outcomes: list[RankOutcome]) -> None:
+    for outcome in outcomes:
+        if outcome.status == "finished":
+            text = (f"finished at step {outcome.step}: {outcome.stats.requests} requests, "
+                    f"{outcome.stats.output_tokens} tokens")
+        elif outcome.status == "stopped":
+            text = f"stopped at step {outcome.step} by {', '.join(outcome.codes)}"
+        else:
+            text = f"{outcome.status} at step {outcome.step}: {outcome.report}"
+        print(f"  rank {outcome.rank}: {text}")

@@ -40,7 +40,11 @@ Check = Callable[[Any, "Values"], "Finding | None"]
 
 
 class Boundary(str, enum.Enum):
-    """The hand-overs of one speculative-decoding step (and ``any`` for structure)."""
+    """The hand-overs of one speculative-decoding step (and ``any`` for structure).
+
+    ``across ranks`` is what data-parallel ranks hand each other every step: the metadata
+    they must agree on before running the step's collectives together.
+    """
 
     ANY = "any boundary"
     SCHEDULE = "scheduler → runner"
@@ -48,6 +52,7 @@ class Boundary(str, enum.Enum):
     VERIFY = "verifier → drafter"
     DRAFT_INPUT = "runner → drafter"
     DRAFT_OUTPUT = "drafter → scheduler"
+    RANKS = "across ranks"
 
 
 @dataclass(frozen=True)

@@ -461,10 +461,10 @@ def rule_catalogue(page: str = RULES_PAGE) -> str:
 
 _ADAPTER_RULES = (
     "These rules belong to `adapters`, which registers them when it is imported. They check "
-    "what a single object cannot show: how a step continues from the one before, and the "
-    "conventions of one engine. Each checks an object the adapter builds from the engine's "
-    "own state (the *Checked on* column), and each example drives the adapter that builds "
-    "it: see [adapting ATOM and vLLM]({guide})."
+    "what a single object cannot show: how a step continues from the one before, what "
+    "data-parallel ranks must agree on, and the conventions of one engine. Each checks an "
+    "object the adapter builds from the engine's own state (the *Checked on* column), and "
+    "each example drives the adapter that builds it: see [adapting ATOM and vLLM]({guide})."
 )
 
 

@@ -27,4 +27,6 @@ def run(args: argparse.Namespace) -> int:
                   f"{' or '.join(fault.rules)} on {fault.subject}")
             print(f"{'':<{width}}    from: {fault.origin}")
             print(f"{'':<{width}}    contracts off: {fault.unguarded}")
+            if fault.across_ranks:
+                print(f"{'':<{width}}    needs --dp 2 or more; injected on the last rank")
     return 0

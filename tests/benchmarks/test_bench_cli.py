@@ -32,8 +32,18 @@ def test_quick_json_run_exits_zero_with_top_level_sections(quick_report):
     code, report, _ = quick_report
     assert code == 0
     assert set(report) == {"machine", "settings", "validation", "mode_off", "memory",
-                           "adapters", "from_mapping", "import", "engine", "targets"}
+                           "adapters", "from_mapping", "import", "engine", "dp", "targets"}
     assert {"cpu", "cores", "python", "numpy", "torch"} <= set(report["machine"])
+
+
+def test_quick_json_measures_the_collective_across_ranks(quick_report):
+    """The dp entry: ranks, steps, and the contracts' collective against the step time."""
+    _, report, _ = quick_report
+    dp = report["dp"]
+    assert dp["available"] is True, dp
+    assert dp["ranks"] == 2 and dp["steps"] > 0
+    assert 0 < dp["collective_ms"] < dp["step_ms"]
+    assert dp["collective_share"] == pytest.approx(dp["collective_ms"] / dp["step_ms"])
 
 
 def test_quick_json_has_one_row_per_backend_and_size(quick_report):

@@ -52,6 +52,11 @@ UNGUARDED = {
 }
 
 
+#: The faults one engine shows; those that only show across ranks have their own tests
+#: (tests/runner/test_data_parallel.py).
+ENGINE_FAULTS = [name for name, fault in FAULTS.items() if not fault.across_ranks]
+
+
 def _engine(name: str) -> tuple[Engine, list]:
     cfg, requests = WORKLOADS[name]()
     return Engine(cfg, fault=name, model=MODEL), requests
@@ -59,10 +64,10 @@ def _engine(name: str) -> tuple[Engine, list]:
 
 def test_catalogue_is_covered():
     """Every fault in the catalogue has a workload and expectations here."""
-    assert set(FAULTS) == set(WORKLOADS) == set(UNGUARDED)
+    assert set(ENGINE_FAULTS) == set(WORKLOADS) == set(UNGUARDED)
 
 
-@pytest.mark.parametrize("name", list(FAULTS))
+@pytest.mark.parametrize("name", ENGINE_FAULTS)
 def test_catalogue_states_what_happens_without_contracts(name):
     """Each fault's documented contracts-off outcome agrees with what this module observes."""
     text, expected = FAULTS[name].unguarded, UNGUARDED[name]
@@ -74,7 +79,7 @@ def test_catalogue_states_what_happens_without_contracts(name):
         assert text.startswith(expected[0].__name__ + " in ")
 
 
-@pytest.mark.parametrize("name", list(FAULTS))
+@pytest.mark.parametrize("name", ENGINE_FAULTS)
 def test_clean_engine_passes_the_same_workload(name):
     """Without the fault, the workload runs clean at full depth and matches greedy."""
     cfg, requests = WORKLOADS[name]()
@@ -85,7 +90,7 @@ def test_clean_engine_passes_the_same_workload(name):
     assert divergence(result, requests) is None
 
 
-@pytest.mark.parametrize("name", list(FAULTS))
+@pytest.mark.parametrize("name", ENGINE_FAULTS)
 def test_without_contracts_the_fault_breaks_the_engine(name):
     """Contracts off: the engine fails deep inside, or its tokens differ from greedy."""
     engine, requests = _engine(name)
@@ -106,7 +111,7 @@ def test_without_contracts_the_fault_breaks_the_engine(name):
     assert engine.tracker is None
 
 
-@pytest.mark.parametrize("name", list(FAULTS))
+@pytest.mark.parametrize("name", ENGINE_FAULTS)
 def test_strict_contracts_stop_the_fault_at_the_boundary(name):
     """Strict, full depth: a ContractViolation naming the rule, the seq and its position."""
     engine, requests = _engine(name)
@@ -233,10 +238,11 @@ def test_unknown_fault_name_is_refused():
 
 def test_faults_are_injected_in_engine_code_not_in_objects():
     """Each fault's sites name scheduler, runner or drafter functions that exist."""
-    from specguard.runner import drafter, model_runner, scheduler
+    from specguard.runner import data_parallel, drafter, model_runner, scheduler
 
     owners = {"Scheduler": scheduler.Scheduler,
-              "ModelRunner": model_runner.ModelRunner, "drafter": drafter}
+              "ModelRunner": model_runner.ModelRunner, "drafter": drafter,
+              "RankEngine": data_parallel.RankEngine, "RankJob": data_parallel.RankJob}
     for fault in FAULTS.values():
         for site in fault.sites:
             owner, name = site.split(".")

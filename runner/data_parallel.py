@@ -1,0 +1,391 @@
+"""Data-parallel ranks of the reference engine: one process per rank, on torch.distributed.
+
+``specguard run --dp N`` starts N rank processes. Each rank owns an engine (scheduler,
+runner, KV cache, the same seeded model) and every N-th request, and schedules them on
+its own; every step the ranks meet in collectives, DP-attention style:
+
+1. they all-gather their token counts (and whether they still have work): the step is
+   padded to the largest count, rounded up to a whole decode span (``mtp_k + 1``, the
+   uniform-decode size), and the group stops when no rank has work left;
+2. with contracts on, they all-gather one row of metadata and check it on every rank
+   (:func:`specguard.adapters.check_ranks`, SG701-SG706);
+3. the forward joins the step's exchange (:meth:`RankGroup.exchange`). A rank with
+   nothing scheduled runs a dummy step of ``mtp_k + 1`` tokens (one decode span, the
+   convention vLLM settled on for idle ranks) so the others do not wait for it.
+
+A violation that only one rank sees (its batch, its forward) stops that rank: it
+finishes the step's collectives, reports the rule in its next row, and every rank stops
+there with SG701 naming it. No rank is left in a collective; the process group's
+timeout is only the backstop for a rank that died outright.
+
+Ranks are forked on the CPU (no second import of torch: a rank is up in milliseconds)
+and spawned on a GPU (CUDA cannot be forked). They meet through a ``file://`` rendezvous
+in a private temporary folder, so no port is chosen and none can be taken.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import multiprocessing
+import queue
+import signal
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from specguard.adapters import RankStep, check_ranks
+from specguard.runner import faults
+from specguard.runner._timing import CLOCK
+from specguard.runner.config import EngineConfig
+from specguard.runner.engine import Engine, EngineStalled, RunStats
+from specguard.runner.model import TinyLM
+from specguard.runner.rank_group import RankGroup
+from specguard.runner.scheduler_output import SchedulerOutput
+from specguard.runner.step_output import StepResult
+from specguard.runner.workload import Request
+
+from specguard import contracts
+
+__all__ = ["CRASHED", "FINISHED", "HUNG", "STOPPED", "RankEngine", "RankJob", "RankOutcome",
+           "merged_outputs", "merged_stats", "run_ranks"]
+
+FINISHED = "finished"
+STOPPED = "stopped"
+"""Stopped by a contract violation (its own, or another rank's, via SG701)."""
+CRASHED = "crashed"
+HUNG = "hung"
+"""Gave no report in time after another rank stopped; ended by the launcher."""
+
+_EXIT = {FINISHED: 0, STOPPED: 3, CRASHED: 4}
+
+
+def padded_size(counts: np.ndarray, mtp_k: int) -> int:
+    """The step's size on every rank: the largest count, up to a whole decode span."""
+    unit = mtp_k + 1
+    return -(-int(counts.max()) // unit) * unit
+
+
+class _ExchangingLM(TinyLM):
+    """The tiny model, whose forward joins the step's exchange at the agreed size."""
+
+    def __init__(self, config: Any, device: str, group: RankGroup) -> None:
+        super().__init__(config, device)
+        self.group = group
+        self.padded = 0
+
+    def forward(self, *args: Any, **kwargs: Any) -> torch.Tensor:
+        hidden = super().forward(*args, **kwargs)
+        return self.group.exchange(hidden, self.padded)
+
+
+class RankEngine(Engine):
+    """One rank's engine: its own scheduler and runner, stepping with the group."""
+
+    def __init__(self, config: EngineConfig, group: RankGroup, *,
+                 fault: str | None = None) -> None:
+        model = _ExchangingLM(config.model, config.device, group)
+        super().__init__(config, fault=fault, model=model)
+        self.fault = faults.check_name(fault)
+        self.group = group
+        self.exchanging = model
+        self.dummy_tokens = config.mtp_k + 1
+        """What a dummy step runs: one decode span."""
+        self.group_step = 0
+        """Steps the group has run, dummy steps included."""
+        self.rows: np.ndarray | None = None
+        """The rows gathered for the latest checked step."""
+        self.agreement_seconds = 0.0
+        """Time spent gathering and checking the rows (the contracts' collective)."""
+        self.stopped_at: int | None = None
+        """The group step in which this rank's own check stopped it, once one has."""
+        self._done = False
+        self._joined: set[str] = set()
+
+    # -- the loop ------------------------------------------------------------------------
+
+    def step(self) -> None:
+        """One group step; a violation only this rank saw stops every rank with it."""
+        self._joined = set()
+        try:
+            super().step()
+        except contracts.ContractViolation as violation:
+            if "rows" in self._joined and self.rows is not None and _shared(violation):
+                raise  # every rank checked the same rows and raises the same violation
+            self._stop_group(violation)
+            raise
+
+    def _more_steps(self) -> bool:
+        return not self._done
+
+    def _forward(self, scheduled: SchedulerOutput | None) -> StepResult | None:
+        busy = self.scheduler.has_unfinished()
+        tokens = scheduled.num_tokens if scheduled is not None else self.dummy_tokens
+        counts = self.group.gather_counts(tokens, busy)
+        self._joined.add("counts")
+        if not counts[:, 1].any():
+            self._done = True  # no rank has work: every rank stops here, together
+            return None
+        self.group_step += 1
+        padded = self._padded(counts[:, 0], tokens)
+        self._check(padded, tokens, scheduled)
+        self.exchanging.padded = padded
+        if scheduled is not None:
+            result = self.runner.execute(scheduled)
+            self._joined.add("exchange")
+            return result
+        self._dummy_step(padded)
+        result = self.runner.flush()
+        if result is None and busy:
+            raise EngineStalled("nothing can be scheduled and nothing is in flight")
+        return result
+
+    def _padded(self, counts: np.ndarray, own: int) -> int:
+        if self.fault == faults.RANK_LOCAL_PADDING and self._faulty:
+            return padded_size(np.array([own]), self.config.mtp_k)
+        return padded_size(counts, self.config.mtp_k)
+
+    @property
+    def _faulty(self) -> bool:
+        return self.group.rank == self.group.world - 1
+
+    def _dummy_step(self, padded: int) -> None:
+        like = self.model.embed_tokens  # the dtype and device of real hidden states
+        self.group.exchange(like.new_zeros(self.dummy_tokens, like.shape[1]), padded)
+        self._joined.add("exchange")
+
+    # -- the checks across ranks ---------------------------------------------------------
+
+    def _check(self, padded: int, tokens: int, scheduled: SchedulerOutput | None,
+               stopped: int = 0) -> None:
+        """Gather every rank's row and check them (nothing at all with contracts off)."""
+        settings = contracts.current_config()
+        if settings.mode is contracts.Mode.OFF:
+            self._joined.add("rows")
+            return
+        full = settings.depth is contracts.Depth.FULL
+        seq_ids = scheduled.seq_ids if scheduled is not None and full else ()
+        row = RankStep(step=self.group_step, mtp_k=self.config.mtp_k, num_tokens=tokens,
+                       padded_tokens=padded, dummy=scheduled is None,
+                       dummy_tokens=self.dummy_tokens, seq_ids=seq_ids, stopped=stopped)
+        slots = self.config.max_num_seqs if full else 0
+        start = time.perf_counter()
+        try:
+            self.rows = CLOCK.checking(self.group.gather_rows, row.row(slots))
+            self._joined.add("rows")
+            CLOCK.checking(check_ranks, self.rows)
+        finally:
+            self.agreement_seconds += time.perf_counter() - start
+
+    def _stop_group(self, violation: contracts.ContractViolation) -> None:
+        """Finish this step's collectives, then say in the next row which rule stopped
+        this rank: every rank raises SG701 at that gather."""
+        self.stopped_at = self.group_step
+        if "counts" not in self._joined:
+            self._report_stop(violation)
+            return
+        if "exchange" not in self._joined and not self._done:
+            self._dummy_step(self.exchanging.padded)
+        self._joined = set()
+        self._report_stop(violation)
+
+    def _report_stop(self, violation: contracts.ContractViolation) -> None:
+        counts = self.group.gather_counts(self.dummy_tokens, True)
+        self.group_step += 1
+        padded = self._padded(counts[:, 0], self.dummy_tokens)
+        # SG701 naming this rank: the others raise it; this rank raises its own.
+        with contextlib.suppress(contracts.ContractViolation):
+            self._check(padded, self.dummy_tokens, None, stopped=_rule_number(violation))
+
+
+def _shared(violation: contracts.ContractViolation) -> bool:
+    """Raised by the rows every rank checked (so every rank raises it too)."""
+    return all(v.subject == "RankAgreement" for v in violation.violations)
+
+
+def _rule_number(violation: contracts.ContractViolation) -> int:
+    codes = violation.codes
+    digits = codes[0][2:] if codes and codes[0][2:].isdigit() else "0"
+    return int(digits) or 1  # never 0: 0 means "running"
+
+
+# --- one rank's process ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RankJob:
+    """Everything a rank needs to run its share: picklable, for spawned ranks."""
+
+    config: EngineConfig
+    requests: tuple[Request, ...]
+    world: int
+    mode: str
+    depth: str
+    fault: str | None = None
+    threads: int = 1
+    timeout_s: float = 60.0
+
+    def config_of(self, rank: int) -> EngineConfig:
+        """The rank's engine settings: its own GPU on CUDA (``cuda:rank``); ``rank-mtp-k``
+        changes the last rank's mtp_k."""
+        config = self.config
+        if config.device == "cuda":
+            config = dataclasses.replace(config, device=f"cuda:{rank}")
+        if self.fault == faults.RANK_MTP_K and rank == self.world - 1:
+            mtp_k = config.mtp_k - 1 if config.mtp_k > 1 else 2
+            return dataclasses.replace(config, mtp_k=mtp_k)
+        return config
+
+    def requests_of(self, rank: int) -> list[Request]:
+        """Every ``world``-th request from ``rank`` on (``rank-local-seq-ids``: the last
+        rank numbers its share from 0)."""
+        share = list(self.requests[rank::self.world])
+        if self.fault == faults.RANK_LOCAL_SEQ_IDS and rank == self.world - 1:
+            return [Request(i, r.prompt, r.max_tokens) for i, r in enumerate(share)]
+        return share
+
+    def fault_of(self, rank: int) -> str | None:
+        """The fault this rank runs with: every fault is injected on the last rank."""
+        return self.fault if rank == self.world - 1 else None
+
+
+@dataclass
+class RankOutcome:
+    """How one rank's run ended, as it reports it to the launcher."""
+
+    rank: int
+    status: str
+    step: int = 0
+    """The group step it ended at."""
+    outputs: dict[int, np.ndarray] = field(default_factory=dict)
+    stats: RunStats = field(default_factory=RunStats)
+    report: str = ""
+    """The violation report or the crash, as printed."""
+    codes: tuple[str, ...] = ()
+    rows: np.ndarray | None = None
+    """The rows gathered at its last checked step."""
+    agreement_seconds: float = 0.0
+    """Time in the contracts' collective: gathering and checking the rows."""
+
+
+def serve(engine: RankEngine, requests: Sequence[Request]) -> RankOutcome:
+    """Run the rank's requests; how it ended."""
+    rank = engine.group.rank
+    try:
+        result = engine.generate(requests)
+    except contracts.ContractViolation as violation:
+        step = engine.stopped_at if engine.stopped_at is not None else engine.group_step
+        return RankOutcome(rank, STOPPED, step, stats=engine.stats,
+                           report=str(violation), codes=violation.codes, rows=engine.rows)
+    except Exception as error:  # the launcher reports it; the rank must not die silently
+        return RankOutcome(rank, CRASHED, engine.group_step, stats=engine.stats,
+                           report=f"{type(error).__name__}: {error}", rows=engine.rows)
+    return RankOutcome(rank, FINISHED, engine.group_step, result.outputs, result.stats,
+                       rows=engine.rows, agreement_seconds=engine.agreement_seconds)
+
+
+def _rank_main(rank: int, job: RankJob, init_method: str, results: Any) -> None:
+    """A rank process: join the group, serve its share, report, leave."""
+    outcome = RankOutcome(rank, CRASHED, report="did not start")
+    try:
+        torch.set_num_threads(job.threads)
+        contracts.configure(mode=job.mode, depth=job.depth)
+        group = RankGroup.join(rank, job.world, init_method, device=job.config.device,
+                               timeout_s=job.timeout_s)
+        engine = RankEngine(job.config_of(rank), group, fault=job.fault_of(rank))
+        outcome = serve(engine, job.requests_of(rank))
+    except Exception as error:
+        outcome = RankOutcome(rank, CRASHED, report=f"{type(error).__name__}: {error}")
+    finally:
+        results.put(outcome)
+    if outcome.status == FINISHED:
+        RankGroup.leave()  # after a failure a peer may be gone: just exit
+    raise SystemExit(_EXIT[outcome.status])
+
+
+# --- the launcher ---------------------------------------------------------------------------
+
+
+def run_ranks(job: RankJob) -> list[RankOutcome]:
+    """Run ``job.world`` ranks to the end; one outcome per rank, in rank order.
+
+    Once a rank has stopped, the others have ``job.timeout_s`` (the collectives'
+    timeout) plus a margin to report; a rank still silent then is ended and reported
+    as hung, so this never waits forever.
+    """
+    method = "spawn" if job.config.device.startswith("cuda") else "fork"
+    context: Any = multiprocessing.get_context(method)  # fork or spawn: both have Process
+    with tempfile.TemporaryDirectory(prefix="specguard-dp-") as folder:
+        init_method = Path(folder, "rendezvous").as_uri()
+        results = context.Queue()
+        processes = [context.Process(target=_rank_main, args=(rank, job, init_method, results),
+                                     name=f"specguard-rank-{rank}", daemon=True)
+                     for rank in range(job.world)]
+        for process in processes:
+            process.start()
+        try:
+            return _collect(processes, results, job.timeout_s + 10.0)
+        finally:
+            for process in processes:
+                if process.is_alive():
+                    process.kill()
+                process.join()
+
+
+def _collect(processes: list[Any], results: Any, grace_s: float) -> list[RankOutcome]:
+    outcomes: dict[int, RankOutcome] = {}
+    deadline: float | None = None
+    while len(outcomes) < len(processes):
+        try:
+            outcome = results.get(timeout=0.1)
+            outcomes[outcome.rank] = outcome
+        except queue.Empty:
+            _note_silent_deaths(processes, outcomes)
+        if deadline is None and any(o.status != FINISHED for o in outcomes.values()):
+            deadline = time.monotonic() + grace_s
+        if deadline is not None and time.monotonic() > deadline:
+            for rank in range(len(processes)):
+                outcomes.setdefault(rank, RankOutcome(
+                    rank, HUNG, report=f"no report {grace_s:.0f} s after another rank "
+                    "stopped; ended by the launcher"))
+    return [outcomes[rank] for rank in range(len(processes))]
+
+
+def _note_silent_deaths(processes: list[Any], outcomes: dict[int, RankOutcome]) -> None:
+    """A rank that exited without a report (a C++ abort in a collective, the OOM killer)."""
+    for rank, process in enumerate(processes):
+        code = process.exitcode
+        if rank in outcomes or code is None:
+            continue
+        how = (f"killed by {signal.Signals(-code).name}" if code < 0
+               else f"exited with status {code}")
+        outcomes[rank] = RankOutcome(rank, CRASHED, report=f"the rank process died ({how}) "
+                                     "without a report")
+
+
+def merged_outputs(outcomes: Sequence[RankOutcome]) -> dict[int, np.ndarray]:
+    """Every rank's outputs by seq id, as a front end merges them (later ranks win)."""
+    merged: dict[int, np.ndarray] = {}
+    for outcome in outcomes:
+        merged.update(outcome.outputs)
+    return merged
+
+
+def merged_stats(outcomes: Sequence[RankOutcome]) -> RunStats:
+    """The group's statistics: counts add up; times are the slowest rank's (the ranks
+    run side by side)."""
+    total = RunStats()
+    for outcome in outcomes:
+        stats = outcome.stats
+        for name in ("requests", "prompt_tokens", "output_tokens", "proposed_drafts",
+                     "accepted_drafts", "preemptions", "contract_checks", "violations"):
+            setattr(total, name, getattr(total, name) + getattr(stats, name))
+        total.steps = max(total.steps, outcome.step)
+        total.step_seconds = max(total.step_seconds, stats.step_seconds)
+        total.contract_seconds = max(total.contract_seconds, stats.contract_seconds)
+    return total

@@ -1,0 +1,153 @@
+"""The rules across data-parallel ranks, checked from gathered rows without any process."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import numpy as np
+import pytest
+from specguard.adapters import RankStep, check_ranks
+from specguard.adapters.ranks import HEADER, describe_rows
+
+from specguard import contracts
+from specguard.cli import main as specguard
+
+#: Four ranks at step 5, mtp_k 3; rank 2 is idle and runs a dummy decode span.
+CLEAN = (
+    RankStep(5, 3, 12, 12, False, 4, [0, 4, 8]),
+    RankStep(5, 3, 8, 12, False, 4, [1, 5]),
+    RankStep(5, 3, 4, 12, True, 4, []),
+    RankStep(5, 3, 12, 12, False, 4, [3, 7, 11]),
+)
+
+
+def rows(steps=CLEAN, slots: int = 4, **changes_by_rank) -> np.ndarray:
+    """The gathered matrix of ``steps``; ``r3={"mtp_k": 2}`` changes rank 3's row."""
+    changed = list(steps)
+    for key, changes in changes_by_rank.items():
+        rank = int(key[1:])
+        changed[rank] = dataclasses.replace(changed[rank], **changes)
+    return np.stack([step.row(id_slots=slots) for step in changed])
+
+
+def test_clean_rows_pass_every_rule():
+    """Ranks that agree break no rule, at full depth, collecting every finding."""
+    with contracts.checking(mode="strict", depth="full", collect="all"):
+        agreement = check_ranks(rows())
+        assert contracts.validate(agreement) == []
+    assert agreement.seq_ids is not None and agreement.seq_ids.shape == (4, 4)
+
+
+CASES = [
+    ("SG701", {"r1": {"stopped": 101}},
+     "SG701 no rank has stopped on a contract violation [RankAgreement.stopped, across "
+     "ranks]: rank 1 stopped on a violation of SG101; every rank stops with it "
+     "(expected 0; actual 101)"),
+    ("SG702", {"r2": {"step": 6}},
+     "SG702 every rank is at the same step [RankAgreement.step, across ranks]: rank 2 is at "
+     "step 6, but ranks 0, 1 and 3 are at step 5 (expected 5; actual 6)"),
+    ("SG703", {"r3": {"mtp_k": 2, "dummy_tokens": 3}},
+     "SG703 every rank runs the same mtp_k [RankAgreement.mtp_k, across ranks]: rank 3 runs "
+     "mtp_k 2, but ranks 0, 1 and 2 run mtp_k 3 (expected 3; actual 2)"),
+    ("SG704", {"r1": {"padded_tokens": 8}},
+     "SG704 every rank pads to the same size, which fits every rank's tokens [RankAgreement."
+     "padded_tokens, across ranks]: rank 1 pads to 8, fewer than the 12 tokens of rank 0; "
+     "ranks 0, 2 and 3 pad to 12 (expected 12; actual 8)"),
+    ("SG704", {"r1": {"padded_tokens": 16}},
+     "rank 1 pads to 16, but ranks 0, 2 and 3 pad to 12 (expected 12; actual 16)"),
+    ("SG705", {"r2": {"num_tokens": 1, "dummy_tokens": 1}},
+     "SG705 every rank follows the same dummy-step convention [RankAgreement.dummy_tokens, "
+     "across ranks]: rank 2 runs dummy steps of 1 token, but ranks 0, 1 and 3 run dummy "
+     "steps of 4 tokens (expected 4; actual 1)"),
+    ("SG705", {"r2": {"num_tokens": 1}},
+     "SG705 every rank follows the same dummy-step convention [RankAgreement.num_tokens, "
+     "across ranks]: rank 2 runs a dummy step of 1 token, but its convention is 4"),
+    ("SG706", {"r3": {"seq_ids": [0, 1, 2]}},
+     "SG706 seq ids are unique across ranks [RankAgreement.seq_ids, across ranks]: seq 0: "
+     "rank 3 schedules it as well as rank 0 (expected seq 0 on one rank; actual on ranks 0 "
+     "and 3)"),
+]
+
+
+@pytest.mark.parametrize(("code", "changes", "message"), CASES,
+                         ids=[f"{c}-{i}" for i, (c, *_) in enumerate(CASES)])
+def test_disagreement_is_caught_naming_the_rank(code, changes, message):
+    """One rank that disagrees breaks its rule, and the message names that rank."""
+    with contracts.checking(mode="strict", depth="full"), \
+            pytest.raises(contracts.ContractViolation, match=re.escape(message)) as caught:
+        check_ranks(rows(**changes))
+    assert caught.value.codes == (code,)
+
+
+def test_two_ranks_that_disagree_name_rank_one():
+    """With no majority the lowest rank's value is the reference: rank 1 is named."""
+    two = CLEAN[:2]
+    with contracts.checking(mode="strict"), pytest.raises(contracts.ContractViolation) as caught:
+        check_ranks(rows(two, r1={"mtp_k": 2}))
+    assert "rank 1 runs mtp_k 2, but rank 0 runs mtp_k 3" in str(caught.value)
+
+
+def test_every_rank_padding_too_little_is_caught():
+    """Ranks that agree on a size smaller than some rank's batch break SG704."""
+    small = {f"r{r}": {"padded_tokens": 8} for r in range(4)}
+    with contracts.checking(mode="strict"), pytest.raises(contracts.ContractViolation) as caught:
+        check_ranks(rows(**small))
+    assert "rank 0 runs 12 tokens, more than the 8 every rank pads to" in str(caught.value)
+
+
+def test_header_rules_run_at_metadata_depth():
+    """The default depth compares the header: a disagreement on mtp_k is still caught."""
+    with contracts.checking(mode="strict", depth="metadata"), \
+            pytest.raises(contracts.ContractViolation, match="SG703"):
+        check_ranks(rows(slots=0, r3={"mtp_k": 2}))
+
+
+def test_rows_without_seq_ids_skip_the_id_rule():
+    """Rows of the header alone (metadata depth) leave SG706 nothing to compare."""
+    with contracts.checking(mode="strict", depth="metadata", collect="all"):
+        agreement = check_ranks(rows(slots=0, r3={"seq_ids": [0, 1, 2]}))
+    assert agreement.seq_ids is None
+
+
+def test_mode_off_checks_nothing():
+    """With contracts off even disagreeing rows pass through unchecked."""
+    with contracts.checking(mode="off"):
+        assert check_ranks(rows(r1={"mtp_k": 7})).mtp_k.tolist() == [3, 7, 3, 3]
+
+
+@pytest.mark.parametrize("bad", [np.zeros(3), np.zeros((2, 3), dtype=np.int64), [[1, 2]]],
+                         ids=["flat-floats", "too-narrow", "nested-list"])
+def test_malformed_rows_are_a_violation_not_a_crash(bad):
+    """Rows of the wrong shape or type raise ContractViolation, never IndexError."""
+    with contracts.checking(mode="strict"), pytest.raises(contracts.ContractViolation) as caught:
+        check_ranks(bad)
+    assert caught.value.codes[0] in {"SG001", "SG002", "SG003"}
+
+
+def test_row_layout_is_the_header_then_padded_ids():
+    """A row is the header fields in order, then the seq ids padded with -1."""
+    row = RankStep(7, 3, 8, 12, False, 4, [9, 10], stopped=0).row(id_slots=4)
+    assert row.dtype == np.int64
+    assert row.tolist() == [0, 7, 3, 8, 12, 0, 4, 2, 9, 10, -1, -1]
+    assert len(HEADER) == 8
+    assert RankStep(7, 3, 8, 12, False, 4, [9, 10, 11]).row(id_slots=2).tolist()[-2:] == [9, 10]
+
+
+def test_describe_rows_says_what_each_rank_reported():
+    """One readable line per rank: its step, mtp_k, work and padded size."""
+    lines = describe_rows(rows(r1={"stopped": 601}))
+    assert lines[2] == ("rank 2: step 5, mtp_k 3, dummy step of 4 tokens, padded to 12 "
+                        "(dummy steps run 4 tokens)")
+    assert lines[1].endswith(", stopped by SG601")
+    assert describe_rows(np.zeros(3))[0].startswith("unreadable rows")
+
+
+def test_rank_violation_round_trips_through_a_snapshot(tmp_path, monkeypatch, capsys):
+    """A violation across ranks is written to a snapshot that `specguard check` re-raises."""
+    monkeypatch.setenv("SPECGUARD_SNAPSHOT_DIR", str(tmp_path))
+    with contracts.checking(mode="strict"), pytest.raises(contracts.ContractViolation):
+        check_ranks(rows(r3={"mtp_k": 2}))
+    [path] = tmp_path.glob("RankAgreement-*.json")
+    assert specguard(["check", str(path)]) == 1
+    assert "rank 3 runs mtp_k 2, but ranks 0, 1 and 2 run mtp_k 3" in capsys.readouterr().out
