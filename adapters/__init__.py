@@ -10,6 +10,10 @@
 * :class:`~specguard.adapters.step_tracker.StepTracker` checks each step against the previous one;
 * :func:`~specguard.adapters.ranks.check_ranks` checks that data-parallel ranks agree on
   each step, from one small all-gather of :class:`~specguard.adapters.ranks.RankStep` rows;
+* :func:`install_vllm` / :func:`uninstall_vllm` (module
+  :mod:`specguard.adapters.vllm_install`) put the vLLM checks on a live
+  ``GPUModelRunner``, and :mod:`specguard.adapters.vllm_plugin` does it from vLLM's plugin
+  hook when ``SPECGUARD_MODE`` is on;
 * :mod:`specguard.adapters.snapshots` writes a violation to a file that ``specguard check``
   re-validates (an unreadable one is a :class:`SnapshotError`);
   :mod:`specguard.adapters.pytest_plugin` turns every guard on for a test run.
@@ -36,6 +40,10 @@ from specguard.adapters.step_tracker import StepState as StepState
 from specguard.adapters.step_tracker import StepTracker as StepTracker
 from specguard.adapters.vllm import VllmStep as VllmStep
 from specguard.adapters.vllm import VllmView as VllmView
+from specguard.adapters.vllm_install import UnsupportedVllm as UnsupportedVllm
+from specguard.adapters.vllm_install import install as install_vllm
+from specguard.adapters.vllm_install import installed as vllm_installed
+from specguard.adapters.vllm_install import uninstall as uninstall_vllm
 
 __all__ = [
     "AtomView",
@@ -46,6 +54,7 @@ __all__ = [
     "StepPlan",
     "StepState",
     "StepTracker",
+    "UnsupportedVllm",
     "VllmStep",
     "VllmView",
     "check_ranks",
@@ -53,7 +62,10 @@ __all__ = [
     "guard_runner",
     "guard_scheduler",
     "install_atom",
+    "install_vllm",
     "is_guarded",
     "uninstall_atom",
+    "uninstall_vllm",
     "unwrap",
+    "vllm_installed",
 ]

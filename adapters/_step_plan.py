@@ -42,6 +42,10 @@ class StepPlan:
     token_ids: np.ndarray | None = None
     """The flat scheduled token stream, when it is on the host (a recompute is checked
     against the tokens its seq was emitted)."""
+    num_before_drafts: np.ndarray | None = None
+    """Per decode row, the tokens scheduled ahead of its drafts; None means one (the
+    anchor). vLLM 0.11.x schedules the drafts proposed for a discarded prefill chunk with
+    the final chunk, behind the rest of the prompt."""
 
     @classmethod
     def of(cls, batch: ScheduledBatch) -> StepPlan | None:
@@ -64,6 +68,10 @@ class StepPlan:
         decode = int(self.is_decode.sum())
         arrays = (self.seq_ids, self.starts, self.num_scheduled, self.draft_token_ids,
                   self.num_drafts)
+        before = self.num_before_drafts
+        if before is not None and (before.shape != (decode,)
+                                   or not np.issubdtype(before.dtype, np.integer)):
+            return False
         return (
             type(self.mtp_k) is int and self.mtp_k >= 1
             and all(np.issubdtype(a.dtype, np.integer) for a in arrays)

@@ -137,8 +137,11 @@ def _mismatch(expected: Any, actual: Any, what: str, values: Values,
 def _resumes(step: StepTransition, values: Values) -> Finding | None:
     """A seq's first scheduled position is where its last step left it: the previous start
     plus the chunk after a prefill, plus the accepted drafts and one after a decode (the
-    correction token is the new anchor). Anything else writes KV at the wrong positions
-    or feeds tokens the model already has: silent corruption, never a crash.
+    correction token is the new anchor). A step whose drafts sit behind more than one
+    token (vLLM 0.11.0 and 0.11.1 schedule the drafts of a discarded prefill chunk with
+    the final chunk) advances by those tokens plus the accepted drafts. Anything else
+    writes KV at the wrong positions or feeds tokens the model already has: silent
+    corruption, never a crash.
 
     What it checks: every seq whose last known step is known, whether that step was the
     previous forward or an earlier one (a seq skipped for a step, or parked, resumes
@@ -146,7 +149,7 @@ def _resumes(step: StepTransition, values: Values) -> Finding | None:
     starting before that point is a recompute from its cached prefix after a preemption
     (ATOM's ``preempt`` and vLLM's both restart that way); SG608 checks its tokens
     instead. Applies to every engine whose scheduler waits for the verifier (not to
-    vLLM's async scheduling, whose tracker turns it off)."""
+    vLLM's async scheduling, whose view turns it off)."""
     starts, expected = step.starts, step.expected_starts
     bad = (expected >= 0) & (starts >= 0) & (starts != expected)
     return values.any_true(bad, lambda i: Finding(
@@ -195,7 +198,10 @@ def _refilled(step: StepTransition, values: Values) -> Finding | None:
     """A runner that keeps drafts on the device (ATOM's deferred rows, vLLM's async
     placeholders) fills the row from its previous-step buffer at the seq's previous row.
     A seq that was not in the previous forward has no such row: its placeholders reach
-    the embedding, or another seq's drafts are gathered."""
+    the embedding, or another seq's drafts are gathered. For vLLM this holds for async
+    scheduling in 0.11.1 (0.11.0 has no async drafts); from 0.33.0 the runner clamps a
+    ``-1`` slot it did not fill before the embedding and its sampler rejects it, so the
+    vLLM view does not ask this of 0.33 placeholders."""
     needs = cast(np.ndarray, step.refilled).copy()
     drafts = cast(np.ndarray, step.draft_token_ids)
     if step.draft_placeholder is not None:

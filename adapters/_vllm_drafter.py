@@ -15,13 +15,22 @@ import numpy as np
 from specguard.contracts import Finding, report
 from specguard.contracts.ops import arange_like
 
-__all__ = ["drafter_fields"]
+__all__ = ["drafter_fields", "span_ends"]
 
 
 def drafter_fields(*, vocab_size: int, target_token_ids: Any, target_positions: Any,
                    next_token_ids: Any, last_token_indices: Any,
                    query_start_loc: Any) -> dict[str, Any]:
-    """The fields of a ``specguard.contracts.DrafterInput`` for one ``propose()`` call."""
+    """The fields of a ``specguard.contracts.DrafterInput`` for one ``propose()`` call.
+
+    ``last_token_indices=None`` is what ``GPUModelRunner.propose_draft_token_ids`` passes
+    when the step has no spec-decode metadata, and always on the non-padded drafter path;
+    ``propose`` then samples at ``query_start_loc[1:] - 1``, each request's last token
+    (vLLM 0.11.0 and 0.11.1 ``EagleProposer.propose``; 0.33.0 calls the argument
+    ``token_indices_to_sample``, ``SpecDecodeBaseProposer.propose``). The view does the same.
+    """
+    if last_token_indices is None:
+        last_token_indices = span_ends(query_start_loc)
     ids = _embedded(target_token_ids, next_token_ids, last_token_indices)
     seqs = _length(query_start_loc) - 1
     return {
@@ -30,6 +39,14 @@ def drafter_fields(*, vocab_size: int, target_token_ids: Any, target_positions: 
         "positions": target_positions, "query_start_loc": query_start_loc,
         "sample_indices": last_token_indices,
     }
+
+
+def span_ends(query_start_loc: Any) -> Any:
+    """``query_start_loc[1:] - 1`` on its own backend and device, or None when it is not
+    a vector (the contract then reports the malformed field)."""
+    if not _is_vector(query_start_loc) or _length(query_start_loc) < 1:
+        return None
+    return query_start_loc[1:] - 1
 
 
 def _length(array: Any) -> int:

@@ -21,18 +21,21 @@ from specguard.contracts.ops import PLACEHOLDER, is_int
 __all__ = ["PLACEHOLDER", "draft_tokens", "listed_rows"]
 
 def draft_tokens(order: Sequence[str], drafts: Mapping[Any, Any], *, mtp_k: int,
-                 vocab_size: int, async_scheduling: bool) -> DraftTokens:
-    """One row per request with drafts, in batch order (seq id = batch position)."""
+                 vocab_size: int, placeholders: bool) -> DraftTokens:
+    """One row per request with drafts, in batch order (seq id = batch position).
+
+    ``placeholders`` allows trailing ``-1`` slots (counted out of ``num_drafts``): vLLM's
+    async placeholders, and from 0.33 the slots the runner clamps before embedding."""
     position = {request: i for i, request in enumerate(order)}
     decode = sorted(position[r] for r in drafts if r in position)
     rows = None if len(decode) != len(drafts) else _dense(
         [drafts[order[p]] for p in decode], mtp_k)
     if rows is None:
-        listed = {position.get(r, r): _real(d, async_scheduling) for r, d in drafts.items()}
+        listed = {position.get(r, r): _real(d, placeholders) for r, d in drafts.items()}
         return made(lambda: DraftTokens.from_mapping(
             decode, listed, mtp_k=mtp_k, vocab_size=vocab_size, placeholder=0), names=order)
     counts = np.full(rows.shape[0], mtp_k, dtype=np.int64)
-    if async_scheduling:
+    if placeholders:
         trailing = np.cumprod(rows[:, ::-1] == PLACEHOLDER, axis=1).sum(axis=1)
         counts -= trailing
         rows = np.where(np.arange(mtp_k)[None, :] < counts[:, None], rows, 0)
@@ -57,10 +60,10 @@ def _dense(lists: list[Any], mtp_k: int) -> np.ndarray | None:
     return rows.astype(np.int64, copy=False)
 
 
-def _real(drafts: Any, async_scheduling: bool) -> Any:
-    """Drafts without their trailing ``-1`` placeholders, when async scheduling allows them
-    (the runner fills those from the previous step)."""
-    if not async_scheduling or not isinstance(drafts, list | tuple | np.ndarray):
+def _real(drafts: Any, placeholders: bool) -> Any:
+    """Drafts without their trailing ``-1`` placeholders, when the runner deals with them
+    (fills them from the previous step, or clamps them before embedding)."""
+    if not placeholders or not isinstance(drafts, list | tuple | np.ndarray):
         return drafts
     end = len(drafts)
     while end and _is_int64(drafts[end - 1]) and drafts[end - 1] == PLACEHOLDER:

@@ -1,9 +1,10 @@
 """vLLM's own scheduling conventions, as a boundary object with rules SG621-SG622.
 
-vLLM V1 schedules a decode request ``1 + len(drafts)`` tokens and its drafts are the tail
-of those tokens; the runner locates logits, draft slots and the drafter's sample index
-from that convention alone. The object holds the per-request counts of one
-``SchedulerOutput`` in batch order; seq ids are batch positions.
+vLLM V1 schedules a request's drafts as the tail of its scheduled tokens (``1 + len(drafts)``
+tokens for a decode, more when a final prefill chunk carries drafts); the runner locates
+logits, draft slots and the drafter's sample index from that convention alone. The object
+holds the per-request counts of one ``SchedulerOutput`` in batch order; seq ids are batch
+positions.
 """
 
 from __future__ import annotations
@@ -40,22 +41,30 @@ class VllmSchedule(BoundaryObject):
 _SCHEDULE = ("VllmSchedule",)
 
 
-@rule("SG621", "a request's drafts are the tail of its scheduled tokens",
+@rule("SG621", "a request's drafts fit at the tail of its scheduled tokens",
       boundary=Boundary.SCHEDULE, applies_to=_SCHEDULE,
       fields={"num_scheduled_tokens", "num_listed_drafts"},
-      bug="vLLM I1: logits_indices start at cu_num_scheduled_tokens - num_sampled; when the "
-      "drafts are not the tail, logits come from the neighbouring request's range.")
+      bug="vLLM I1: logits_indices start at cu_num_scheduled_tokens - num_sampled; a span "
+      "shorter than its drafts plus one takes logits and drafts from the neighbouring "
+      "request's range.")
 def _tail(schedule: VllmSchedule, values: Values) -> Finding | None:
-    """A request that verifies drafts is scheduled its anchor and then exactly its drafts:
-    ``num_scheduled = 1 + len(drafts)``. The runner takes the last ``len(drafts) + 1``
-    positions of each request's span as the ones to sample, so any other count samples
-    prompt tokens as drafts or reads past the span."""
+    """What the runner reads, in vLLM 0.11.0, 0.11.1 and 0.33.0 alike
+    (``GPUModelRunner._calc_spec_decode_metadata``): the logits of the last
+    ``len(drafts) + 1`` positions of each request's span, and the drafts from its last
+    ``len(drafts)`` positions; ``_prepare_input_ids`` fills the async placeholders at the
+    same tail. So a request with drafts needs ``num_scheduled >= 1 + len(drafts)``: its
+    drafts and at least one token before them. More is valid: vLLM 0.11.x schedules the
+    drafts proposed for a discarded prefill chunk with the final chunk
+    (``num_scheduled = remaining prompt + len(drafts)``), and the runner verifies them
+    against the last prompt token. Fewer reads another request's tokens: Model Runner V2
+    (0.33.0, ``prepare_inputs``) asserts the same bound before placing logits rows at the
+    end of each query."""
     drafts, scheduled = schedule.num_listed_drafts, schedule.num_scheduled_tokens
-    bad = (drafts > 0) & (scheduled != drafts + 1)
+    bad = (drafts > 0) & (scheduled < drafts + 1)
     return values.any_true(bad, lambda i: Finding(
         f"scheduled {int_at(scheduled, i)} tokens with {int_at(drafts, i)} drafts",
         "num_scheduled_tokens", position=i,
-        expected=f"1 + {int_at(drafts, i)} drafts = {(int_at(drafts, i) or 0) + 1}",
+        expected=f">= 1 + {int_at(drafts, i)} drafts = {(int_at(drafts, i) or 0) + 1}",
         actual=str(int_at(scheduled, i))))
 
 

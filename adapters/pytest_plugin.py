@@ -37,7 +37,7 @@ import pytest
 __all__ = ["specguard_violations"]
 
 _MODES = ("off", "warn", "strict")
-_DEPTHS = ("metadata", "full")
+_DEPTHS = ("metadata", "essential", "full")
 _SETTINGS = pytest.StashKey[dict[str, str]]()
 _SEEN = pytest.StashKey[list[Any]]()
 _LISTENER = pytest.StashKey[contextlib.ExitStack]()
@@ -54,9 +54,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="run every guard in this mode, reporting every rule "
                     "(off, warn, strict; default: the environment's setting)")
     group.addoption("--specguard-depth", choices=_DEPTHS, default=None, metavar="DEPTH",
-                    help="check depth for the run (metadata, full)")
+                    help="check depth for the run (metadata, essential, full)")
     parser.addini("specguard", "specguard mode for the run: off, warn or strict")
-    parser.addini("specguard_depth", "specguard depth for the run: metadata or full")
+    parser.addini("specguard_depth", "specguard depth for the run: metadata, essential or full")
 
 
 def _setting(

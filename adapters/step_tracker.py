@@ -21,6 +21,7 @@ read only under ``device_values="sync"``; otherwise the seqs concerned are not c
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from typing import Any, cast
 
 import numpy as np
@@ -78,6 +79,11 @@ class _Step:
         self.number = number
         n = plan.seq_ids.shape[0]
         self.advance = np.where(plan.is_decode, UNKNOWN, plan.num_scheduled).astype(np.int64)
+        # Positions a decode seq moves on besides its accepted drafts: its anchor, and
+        # whatever the engine scheduled ahead of the drafts (StepPlan.num_before_drafts).
+        self.before = np.ones(n, dtype=np.int64)
+        if plan.num_before_drafts is not None:
+            self.before[np.flatnonzero(plan.is_decode)] = plan.num_before_drafts
         self.drafted = np.zeros(n, dtype=bool)
         self.proposals = np.zeros((n, plan.mtp_k), dtype=np.int64)
 
@@ -138,7 +144,7 @@ class StepTracker:
         return StepLinks(rows_in(cast(np.ndarray, previous.seq_ids), ids))
 
     def schedule(self, batch: ScheduledBatch | StepPlan, *, refilled: Any = None,
-                 forwarded: bool = True) -> StepLinks:
+                 forwarded: bool = True, names: Sequence[str] | None = None) -> StepLinks:
         """Check ``batch`` against the previous step and make it the step in flight.
 
         ``refilled`` marks the decode rows (in decode order) whose drafts the runner takes
@@ -146,7 +152,8 @@ class StepTracker:
         says the runner's next step will not see this batch as its previous forward (an
         empty batch the engine never forwards, or one the runner returns from before its
         postprocess): it is checked, its prefill progress is remembered, and the previous
-        step stays the one the next batch is linked to.
+        step stays the one the next batch is linked to. ``names[seq_id]`` is the engine's
+        own name of a seq, prefixed to its violations.
         """
         plan = batch if isinstance(batch, StepPlan) else StepPlan.of(batch)
         if current_config().mode is Mode.OFF or plan is None or not plan.is_sound():
@@ -161,11 +168,12 @@ class StepTracker:
         if previous is not None and full:
             ends = self._memory.ends(plan.seq_ids.astype(np.int64))
             build(StepTransition, _transition(previous, plan, links, rows, self.progress,
-                                              self.whole_proposals, ends), state=previous)
+                                              self.whole_proposals, ends), state=previous,
+                  names=names)
         if full:
             recomputed = _recomputed(plan, self._memory)
             if recomputed is not None:
-                build(RecomputedTokens, recomputed, state=previous)
+                build(RecomputedTokens, recomputed, state=previous, names=names)
         if rows.any():  # the runner fills these rows completely from the previous step
             plan = dataclasses.replace(
                 plan, num_drafts=np.where(rows, plan.mtp_k, plan.num_drafts))
@@ -230,13 +238,14 @@ class StepTracker:
         positions = rows_in(step.plan.seq_ids, ids)
         valid = (positions >= 0) & (accepted >= 0) & (accepted <= step.plan.mtp_k)
         valid &= step.plan.is_decode[np.maximum(positions, 0)]
-        step.advance[positions[valid]] = accepted[valid] + 1
+        step.advance[positions[valid]] = accepted[valid] + step.before[positions[valid]]
 
     def drafted(self, out: DrafterOutput) -> None:
         """Check the drafter's rows against the step in flight; remember its proposals."""
         self.draft_rows(out.seq_ids, out.draft_token_ids)
 
-    def draft_rows(self, seq_ids: Any, draft_token_ids: Any) -> None:
+    def draft_rows(self, seq_ids: Any, draft_token_ids: Any, *,
+                   names: Sequence[str] | None = None) -> None:
         """:meth:`drafted` from the arrays alone: one row per seq of the step, in order."""
         step = self._current
         ids, drafts = host_array(seq_ids), host_array(draft_token_ids)
@@ -246,7 +255,7 @@ class StepTracker:
             return
         if current_config().depth is Depth.FULL:
             build(DraftRows, {"batch_ids": step.plan.seq_ids, "seq_ids": ids},
-                  state=self._previous)
+                  state=self._previous, names=names)
         if drafts.shape[1] != step.plan.mtp_k or not np.issubdtype(drafts.dtype, np.integer):
             return
         positions = rows_in(step.plan.seq_ids, ids)

@@ -3,27 +3,30 @@
 vLLM is not imported: :class:`VllmView` reads a ``SchedulerOutput``, the rejection
 sampler's output and the drafter's ``propose()`` inputs through vLLM's own names::
 
-    view = VllmView(mtp_k=3, vocab_size=129280, async_scheduling=True)
+    view = VllmView(mtp_k=3, vocab_size=129280, async_scheduling=True, version="0.33.0")
     step = view.schedule(scheduler_output, req_ids=input_batch.req_ids)
     view.verified(step, sampled_token_ids)            # (batch, max_spec_len+1), -1 padded
     view.drafter_input(step, target_token_ids=..., target_positions=...,
                        next_token_ids=..., last_token_indices=...,
                        common_attn_metadata=...)     # what the MTP head will embed
-    view.drafted(step, draft_token_ids)               # (batch, k)
+    view.drafted(step, draft_token_ids)               # (batch, K_t), K_t <= k
 
-vLLM's conventions are checked as vLLM states them: a request's drafts are the tail of its
-scheduled tokens (``num_scheduled = 1 + len(drafts)``, SG621); ``-1`` placeholders may
-stand in ``scheduled_spec_decode_tokens`` under async scheduling (the runner overwrites
-them from the previous step: SG603 with a tracker) but never reach an embedding (SG301).
-Request ids are strings: contract seq ids are batch positions, and every message also
-names the request id.
+vLLM's conventions are checked as vLLM's runner reads them (recorded from vLLM 0.11.0,
+0.11.1 and 0.33.0 in the conformance corpus): a request's drafts are the tail of its
+scheduled tokens, behind at least one token (SG621); ``last_token_indices=None`` samples
+each request's last token; ``-1`` draft slots are vLLM's placeholders where the runner
+deals with them (async scheduling: overwritten from the previous step, SG603 with a
+tracker; from 0.33.0 also clamped before any embedding), and never reach an embedding
+(SG301). Request ids are strings: contract seq ids are batch positions, and every message
+also names the request id. :func:`specguard.adapters.vllm_install.install` wires a view
+into a live ``GPUModelRunner``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 from specguard.adapters._build import build
@@ -44,9 +47,18 @@ from specguard.contracts import (
 )
 from specguard.contracts.ops import PLACEHOLDER, arange_like, is_int
 
-__all__ = ["PLACEHOLDER", "VllmSchedule", "VllmStep", "VllmView"]
+__all__ = ["KNOWN_VERSIONS", "PLACEHOLDER", "VllmSchedule", "VllmStep", "VllmView"]
 
 _SUBJECT = "vLLM SchedulerOutput"
+
+#: vLLM releases whose traffic the conformance corpus holds, oldest first.
+KNOWN_VERSIONS = ("0.11.0", "0.11.1", "0.33.0")
+#: The release a view reads by default: the newest known one.
+LATEST = KNOWN_VERSIONS[-1]
+#: The first recorded release whose ``GPUModelRunner`` clamps ``-1`` draft slots to 0
+#: before the target embeds them (``_preprocess``), whose rejection sampler rejects a
+#: ``-1`` draft, and whose scheduler pads a fully cached new request with ``[-1] * k``.
+MASKING_SINCE = (0, 33, 0)
 
 
 @dataclass(frozen=True)
@@ -63,6 +75,9 @@ class VllmStep:
     """The drafts as dense contract rows, one per request that has drafts."""
     tracker_ids: np.ndarray
     """Integer ids the step tracker follows across steps (batch positions without one)."""
+    draft_width: int = 0
+    """Drafts the drafter proposes per request this step: ``num_spec_tokens_to_schedule``
+    (vLLM 0.33 dynamic K, ``K_t <= mtp_k``) or ``mtp_k``."""
 
 
 class VllmView:
@@ -73,19 +88,32 @@ class VllmView:
     drafts as computed until the rejections come back). The tracker never requires a
     request to carry its whole proposal (SG607): vLLM's scheduler trims drafts to the
     token budget and ``max_model_len``, and structured output drops grammar-invalid ones.
+
+    ``version`` is the vLLM release whose runner the traffic goes to (default: the newest
+    known, :data:`LATEST`). From 0.33.0 on (``masks_placeholders``, which can also be set
+    on its own) the runner clamps ``-1`` draft slots to 0 before the target embeds them and
+    its rejection sampler rejects them, so a ``-1`` draft slot is legal under sync
+    scheduling too and needs no previous-step row (no SG108, no SG603); before 0.33.0 a
+    ``-1`` slot the runner does not overwrite reaches the embedding (vLLM #37629). What
+    the drafter embeds is checked in every version (SG301).
     """
 
     def __init__(self, *, mtp_k: int, vocab_size: int, async_scheduling: bool = False,
-                 tracker: StepTracker | None = None) -> None:
+                 tracker: StepTracker | None = None, version: str = LATEST,
+                 masks_placeholders: bool | None = None) -> None:
         self.mtp_k = mtp_k
         self.vocab_size = vocab_size
         self.async_scheduling = async_scheduling
         self.tracker = tracker
+        self.version = version
+        self.masks_placeholders = (parse_version(version) >= MASKING_SINCE
+                                   if masks_placeholders is None else masks_placeholders)
         if tracker is not None:
             tracker.whole_proposals = False
             if async_scheduling:
                 tracker.progress = False
         self._ids: dict[str, int] = {}
+        self._names: dict[int, str] = {}
         self._next_id = 0
 
     def schedule(self, scheduler_output: Any, *, req_ids: Sequence[str] | None = None) -> VllmStep:
@@ -101,12 +129,14 @@ class VllmView:
             "seq_ids": np.arange(len(order)), "num_scheduled_tokens": scheduled,
             "num_listed_drafts": listed}, names=order)
         rows = draft_tokens(order, drafts, mtp_k=self.mtp_k, vocab_size=self.vocab_size,
-                            async_scheduling=self.async_scheduling)
+                            placeholders=self.async_scheduling or self.masks_placeholders)
         step = VllmStep(order, scheduled, listed, rows,
                         self._stable_ids(order) if self.tracker is not None
-                        else np.arange(len(order)))
+                        else np.arange(len(order)),
+                        _draft_width(scheduler_output, self.mtp_k))
         if self.tracker is not None:
-            self.tracker.schedule(self._plan(scheduler_output, step, drafts))
+            self.tracker.schedule(self._plan(scheduler_output, step, drafts),
+                                  names=_TrackedNames(self._names))
         return step
 
     def verified(self, step: VllmStep, sampled_token_ids: Any) -> VerifyOutput | None:
@@ -128,9 +158,12 @@ class VllmView:
         host = host_array(accepted)
         if host is not None:
             positions = np.arange(len(step.req_ids))
+            # Under async scheduling the runner fills placeholders with real drafts; in
+            # sync mode a -1 slot (0.33's padding) is never a draft the sampler accepts.
+            carried = step.num_draft_tokens if self.async_scheduling else _real_counts(step)
             build(VerifyRows, {
                 "batch_ids": positions, "positions": positions,
-                "num_drafts": step.num_draft_tokens, "seq_ids": np.arange(shape[0]),
+                "num_drafts": carried, "seq_ids": np.arange(shape[0]),
                 "num_accepted": host.astype(np.int64)}, names=step.req_ids)
             if self.tracker is not None and host.shape[0] == positions.shape[0]:
                 decode = step.num_draft_tokens > 0
@@ -138,14 +171,21 @@ class VllmView:
         return out
 
     def drafted(self, step: VllmStep, draft_token_ids: Any) -> DrafterOutput:
-        """Check the drafter's proposals, ``(batch, k)``, one row per request in order."""
+        """Check the drafter's proposals, ``(batch, K_t)``, one row per request in order.
+
+        ``K_t`` is the step's ``num_spec_tokens_to_schedule`` where the scheduler sets it
+        (vLLM 0.33 dynamic speculative decoding: ``propose(num_speculative_tokens=K_t)``),
+        else ``mtp_k``; rows of any other width are SG102.
+        """
         rows = _rows(draft_token_ids)
+        width = step.draft_width if step.draft_width >= 1 else self.mtp_k
         out = build(DrafterOutput, {
-            "mtp_k": self.mtp_k, "vocab_size": self.vocab_size,
+            "mtp_k": width, "vocab_size": self.vocab_size,
             "seq_ids": arange_like(draft_token_ids, rows),
             "draft_token_ids": draft_token_ids}, names=step.req_ids)
         if self.tracker is not None and rows == len(step.req_ids):
-            self.tracker.draft_rows(step.tracker_ids, draft_token_ids)
+            self.tracker.draft_rows(step.tracker_ids, _widen(draft_token_ids, self.mtp_k),
+                                    names=_TrackedNames(self._names))
         return out
 
     def drafter_input(self, step: VllmStep, *, target_token_ids: Any, target_positions: Any,
@@ -169,17 +209,101 @@ class VllmView:
                 number, self._next_id = self._next_id, self._next_id + 1
             kept[request] = number
         self._ids = kept
+        self._names = {number: request for request, number in kept.items()}
         return np.array([kept[r] for r in order], dtype=np.int64)
 
     def _plan(self, output: Any, step: VllmStep, drafts: Mapping[Any, Any]) -> StepPlan:
         decode = np.flatnonzero(step.num_draft_tokens > 0)
         rows = listed_rows([drafts.get(step.req_ids[p]) for p in decode.tolist()], self.mtp_k)
+        listed = step.num_draft_tokens[decode]
+        # A runner that masks -1 slots needs no previous-step row for them (no SG603), and
+        # its -1 slots are not drafts to compare with the proposals (SG602).
+        refills = self.async_scheduling and not self.masks_placeholders
+        counts = np.minimum(listed, self.mtp_k)
+        if not refills:
+            counts = np.minimum(counts, _real_counts(step)[decode])
         return StepPlan(
             mtp_k=self.mtp_k, seq_ids=step.tracker_ids,
             is_decode=step.num_draft_tokens > 0, starts=_computed(output, step.req_ids),
-            num_scheduled=step.num_scheduled, draft_token_ids=rows,
-            num_drafts=np.minimum(step.num_draft_tokens[decode], self.mtp_k),
-            draft_placeholder=PLACEHOLDER if self.async_scheduling else None)
+            num_scheduled=step.num_scheduled, draft_token_ids=rows, num_drafts=counts,
+            draft_placeholder=PLACEHOLDER if refills else None,
+            num_before_drafts=np.maximum(step.num_scheduled[decode] - listed, 0))
+
+
+class _TrackedNames(Sequence[str]):
+    """Request ids by tracker id, for naming the tracker's violations: ``names[id]``."""
+
+    def __init__(self, names: dict[int, str]) -> None:
+        self._by_id = names
+        self._length = max(names, default=-1) + 1
+
+    def __len__(self) -> int:
+        return self._length
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[str]: ...
+    def __getitem__(self, index: int | slice) -> str | Sequence[str]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(self._length))]
+        return self._by_id.get(index, f"#{index}")
+
+
+def parse_version(version: str) -> tuple[int, int, int]:
+    """``"0.11.1"``, ``"0.33.0+cu130"`` or ``"0.12.0rc1"`` as ``(0, 11, 1)`` and so on."""
+    parts = str(version).split("+")[0].split(".")
+    numbers = []
+    for part in [*parts, "0", "0", "0"][:3]:
+        digits = ""
+        for char in part:
+            if not char.isdigit():
+                break
+            digits += char
+        numbers.append(int(digits or 0))
+    return numbers[0], numbers[1], numbers[2]
+
+
+def _draft_width(output: Any, mtp_k: int) -> int:
+    """The step's ``num_spec_tokens_to_schedule`` (0.33 dynamic K), or ``mtp_k``; a K_t
+    above ``mtp_k`` is SG102."""
+    width = getattr(output, "num_spec_tokens_to_schedule", None)
+    if not is_int(width):
+        return mtp_k
+    if not 0 <= int(width) <= mtp_k:
+        report(_SUBJECT, [("SG102", Finding(
+            f"num_spec_tokens_to_schedule={int(width)} is outside [0, mtp_k={mtp_k}]",
+            "num_spec_tokens_to_schedule", expected=f"0 <= K_t <= {mtp_k}",
+            actual=str(int(width))))], boundary=Boundary.SCHEDULE.value)
+        return mtp_k
+    return int(width)
+
+
+def _real_counts(step: VllmStep) -> np.ndarray:
+    """Per request, its listed drafts without their trailing ``-1`` slots."""
+    counts = np.zeros(len(step.req_ids), dtype=np.int64)
+    rows = step.draft_tokens
+    ids, real = host_array(rows.seq_ids), host_array(rows.num_drafts)
+    if ids is not None and real is not None and ids.shape == real.shape:
+        inside = (ids >= 0) & (ids < counts.shape[0])
+        counts[ids[inside]] = real[inside]
+    result: np.ndarray = np.minimum(counts, step.num_draft_tokens)
+    return result
+
+
+def _widen(array: Any, width: int) -> Any:
+    """``(n, K_t)`` rows zero-padded to ``(n, width)`` on their own backend, for the
+    tracker (only the first ``K_t`` columns are ever compared)."""
+    shape = tuple(getattr(array, "shape", ()))
+    if len(shape) != 2 or shape[1] >= width:
+        return array
+    if isinstance(array, np.ndarray):
+        return np.pad(array, ((0, 0), (0, width - shape[1])))
+    import torch
+
+    if not isinstance(array, torch.Tensor):
+        return array
+    return torch.nn.functional.pad(array, (0, width - shape[1]))
 
 
 def _mapping(output: Any, name: str) -> Mapping[Any, Any]:

@@ -241,6 +241,8 @@ _EXAMPLES = (
     Example("SG113", "a negative state slot",
             lambda: scheduled_batch(state_slots=_ids(0, 1, -1, 3))),
     Example("SG114", "drafts left over for a seq that is no longer decoding", _stale_drafts),
+    Example("SG115", "the draft rows of seqs 11 and 12 swapped",
+            lambda: scheduled_batch(draft_seq_ids=_ids(12, 11, 13))),
     Example("SG201", "an accepted count past mtp_k",
             lambda: verify_output(num_accepted=_ids(3, 4, 0))),
     Example("SG202", "a verify row with a hole before its correction token",

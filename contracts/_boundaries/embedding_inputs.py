@@ -8,6 +8,7 @@ import numpy as np
 from specguard.contracts._boundaries._ops import host_value, number_text, value_text
 from specguard.contracts._boundaries._types import Array, Index
 from specguard.contracts._core._arrays import array_kind, is_host
+from specguard.contracts._core._config import Depth
 from specguard.contracts._core._contract import BoundaryObject, boundary_object
 from specguard.contracts._core._registry import Boundary, rule
 from specguard.contracts._core._values import Values
@@ -86,12 +87,14 @@ _EMBEDDED = ("ModelInput", "DrafterInput")
 @rule("SG301", "no sentinel reaches an embedding",
       boundary=Boundary.DRAFT_INPUT, applies_to=_EMBEDDED, fields={"input_ids", "vocab_size"},
       bug="vLLM #26231: a -1 from a discarded chunked-prefill row reached the MTP head's "
-      "embed_tokens (device assert at TP=1, silent zero embedding at TP>1).")
+      "embed_tokens (device assert at TP=1, silent zero embedding at TP>1).",
+      depth=Depth.ESSENTIAL)
 def _embedded_ids(obj: Any, values: Values) -> Finding | None:
     """Padded speculation marks discarded rows with -1, and async scheduling leaves -1
     placeholders. Embedding layers mask out-of-range ids only at TP>1, so a sentinel is a
     device-side assert on one GPU and a silent zero embedding on many. Checked at the
-    hand-over, before any lookup."""
+    hand-over, before any lookup, at the default depth: one maximum over the ids on the
+    host, a deferred verdict (no sync) on a device."""
     ids = obj.input_ids
     return values.outside(ids, 0, obj.vocab_size, lambda i: Finding(
         f"input id{value_text(ids, i)}", "input_ids", token=i,

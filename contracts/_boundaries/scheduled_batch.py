@@ -18,6 +18,7 @@ from specguard.contracts._boundaries._ops import (
 )
 from specguard.contracts._boundaries._types import Array, Bool, Index
 from specguard.contracts._core._arrays import array_kind, dtype_name, is_host
+from specguard.contracts._core._config import Depth
 from specguard.contracts._core._contract import BoundaryObject, boundary_object
 from specguard.contracts._core._registry import Boundary, rule
 from specguard.contracts._core._values import Values, scalar_mask
@@ -66,6 +67,9 @@ class ScheduledBatch(BoundaryObject):
     """Real drafts in each row, in ``[0, mtp_k]``; the rest of the row is placeholder."""
     state_slots: Index[Array, "num_seqs"] | None = None
     """Per-request state slot (hybrid/linear-attention models), when the model has one."""
+    draft_seq_ids: Index[Array, "num_decode"] | None = None
+    """The seq each draft row was made for (``DraftTokens.seq_ids``), when known: row
+    ``i`` must belong to the ``i``-th decode seq in batch order."""
     draft_placeholder: int | None = None
     """A draft value the runner overwrites before embedding (e.g. vLLM's async ``-1``)."""
 
@@ -385,3 +389,48 @@ def _state_slots(batch: ScheduledBatch, values: Values) -> Finding | None:
         f"state slot{value_text(slots, i)}", "state_slots", position=i, expected=">= 0"))
 
 
+
+
+@rule("SG115", "draft row i belongs to decode seq i",
+      boundary=Boundary.SCHEDULE, applies_to=_BATCH,
+      fields={"draft_seq_ids", "seq_ids", "is_decode"}, depth=Depth.ESSENTIAL,
+      bug="ATOM seed family: draft rows keyed by the wrong anchor; right count, rows "
+      "permuted between seqs, so each seq verifies another seq's drafts.")
+def _draft_owners(batch: ScheduledBatch, values: Values) -> Finding | None:
+    """The runner reads draft row ``i`` for the ``i``-th decode seq in batch order. Rows
+    with the right count but in another order pass every shape check, and each seq then
+    verifies a neighbour's drafts: acceptance collapses, or a wrong token is accepted.
+    When the batch says which seq each row was made for, the order is checked at the
+    default depth: one gather and one comparison, a deferred verdict on a device."""
+    owners = batch.draft_seq_ids
+    if owners is None:
+        return None
+    flags, ids = batch.is_decode, batch.seq_ids
+    if isinstance(flags, np.ndarray):
+        decoding = int(np.count_nonzero(flags))
+        if decoding != owners.shape[0]:
+            return Finding(
+                f"is_decode marks {decoding} decode seqs for {owners.shape[0]} draft rows",
+                "draft_seq_ids", expected=f"{owners.shape[0]} decode seqs",
+                actual=str(decoding))
+        if decoding == flags.shape[0]:  # an all-decode batch: row i is seq i, no gather
+            return values.any_true(ids != owners, lambda row: _foreign_row(batch, row, row))
+        positions = np.flatnonzero(flags)
+        return values.any_true(ids[positions] != owners, lambda row: _foreign_row(
+            batch, row, int(positions[row])))
+    if owners.shape[0] == 0:
+        return values.any_true(flags, lambda p: Finding(
+            "decode seq without a draft row", "draft_seq_ids", position=p))
+    # No sync on a device: decode position p reads row cumsum(is_decode)[p] - 1.
+    rows = (flags.cumsum(0) - 1).clamp(0, owners.shape[0] - 1)
+    wrong = flags & (owners[rows] != ids)
+    return values.any_true(wrong, lambda p: Finding(
+        "draft row belongs to another seq", "draft_seq_ids", position=p))
+
+
+def _foreign_row(batch: ScheduledBatch, row: int, position: int) -> Finding:
+    owner = host_value(batch.draft_seq_ids, row)
+    seq_id = host_value(batch.seq_ids, position)
+    return Finding(f"draft row {row} belongs to seq {owner}", "draft_seq_ids",
+                   position=position, seq_id=seq_id, expected=f"seq {seq_id}",
+                   actual=f"seq {owner}")

@@ -1,7 +1,7 @@
 """Modes and depths: read once from the environment, changed from code or for a block.
 
 ``SPECGUARD_MODE``      off | warn | strict       (default strict)
-``SPECGUARD_DEPTH``     metadata | full           (default metadata)
+``SPECGUARD_DEPTH``     metadata | essential | full  (default essential)
 ``SPECGUARD_COLLECT``   first | all               (default first)
 ``SPECGUARD_DEVICE_VALUES`` deferred | assert | sync  (default deferred)
 
@@ -44,9 +44,17 @@ class Mode(str, enum.Enum):
 
 
 class Depth(str, enum.Enum):
-    """How deep a check looks: shapes, dtypes and scalars only, or array values too."""
+    """How deep a check looks, each depth including the one before.
+
+    ``metadata`` reads types, dtypes, shapes and scalars only; ``essential`` (the
+    default) adds the few cheap value rules registered at this depth, the ones that stop
+    a known crash (an id outside the vocabulary reaching an embedding, a draft row handed
+    to another seq): one vectorised pass on host arrays, a deferred verdict with no sync
+    on device tensors; ``full`` runs every value rule.
+    """
 
     METADATA = "metadata"
+    ESSENTIAL = "essential"
     FULL = "full"
 
 
@@ -75,7 +83,7 @@ class Config:
     """The settings every check reads; immutable, replaced as a whole."""
 
     mode: Mode = Mode.STRICT
-    depth: Depth = Depth.METADATA
+    depth: Depth = Depth.ESSENTIAL
     collect: Collect = Collect.FIRST
     device_values: DeviceValues = DeviceValues.DEFERRED
 

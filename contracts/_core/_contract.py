@@ -8,6 +8,7 @@ check (once, here), and validates every instance when it is built.
 from __future__ import annotations
 
 import dataclasses
+import sys
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -16,7 +17,11 @@ from specguard.contracts._core._fields import compile_fields
 from specguard.contracts._core._metadata import compile_fast_check
 from specguard.contracts._core._registry import Boundary
 from specguard.contracts._core._validate import Plan, validate
-from typing_extensions import dataclass_transform
+
+if sys.version_info >= (3, 11):  # typing has it: one import less at start-up
+    from typing import dataclass_transform
+else:  # pragma: no cover - Python 3.10
+    from typing_extensions import dataclass_transform
 
 __all__ = ["BoundaryObject", "boundary_object"]
 

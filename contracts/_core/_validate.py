@@ -1,7 +1,8 @@
 """Validation of one boundary object: the compiled metadata check, then value rules.
 
-The order is fixed: metadata first (it is what makes value rules safe to run), value
-rules only at full depth, and the report goes by mode: raise, log, or nothing at all.
+The order is fixed: metadata first (it is what makes value rules safe to run), then the
+value rules of the depth (the essential ones by default, every one at full depth), and
+the report goes by mode: raise, log, or nothing at all.
 No exception other than :class:`ContractViolation` leaves this module: a rule that
 crashes on hostile input is reported as ``SG000`` instead of escaping as an IndexError.
 """
@@ -9,7 +10,7 @@ crashes on hostile input is reported as ``SG000`` instead of escaping as an Inde
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Sequence, Set
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,6 +44,7 @@ class Plan:
     fields: tuple[FieldSpec, ...]
     fast_check: Callable[[Any], bool]
     _rules: tuple[Rule, ...] | None = None
+    _by_depth: dict[Depth, tuple[Rule, ...]] | None = None
     _names: tuple[str, ...] | None = None
     _anchor: str | None = None
 
@@ -52,6 +54,17 @@ class Plan:
         if self._rules is None:
             self._rules = rules_for(self.subject)
         return self._rules
+
+    @property
+    def by_depth(self) -> dict[Depth, tuple[Rule, ...]]:
+        """The value rules a validation runs at each depth (none at metadata depth)."""
+        if self._by_depth is None:
+            self._by_depth = {
+                Depth.METADATA: (),
+                Depth.ESSENTIAL: tuple(r for r in self.rules if r.depth is Depth.ESSENTIAL),
+                Depth.FULL: self.rules,
+            }
+        return self._by_depth
 
     def rule_target(self, obj: Any) -> Any:
         """What value rules read: ``obj``, or its twin of numpy views over CPU tensors."""
@@ -125,7 +138,8 @@ def _crash(rule: Rule, error: Exception) -> Finding:
 
 
 def _value_violations(
-    obj: Any, plan: Plan, config: Config, skip: set[str], bindings: dict[str, int] | None
+    obj: Any, plan: Plan, rules: tuple[Rule, ...], config: Config, skip: Set[str],
+    bindings: dict[str, int] | None,
 ) -> list[Violation]:
     # The hot loop of full depth: no helper call and no allocation per rule, since a
     # try block costs nothing until something raises.
@@ -133,7 +147,7 @@ def _value_violations(
     # Clean metadata guarantees one backend and device: only then may rules read views.
     target = plan.rule_target(obj) if bindings is None else plan.plain_target(obj)
     found: list[Violation] = []
-    for rule in plan.rules:
+    for rule in rules:
         if skip and rule.fields & skip:
             continue
         values.rule = code = rule.code
@@ -197,18 +211,24 @@ def validate(
         return []
     plan: Plan = type(obj).__sg_plan__
     STATS.checks += 1
-    want_depth = config.depth if depth is None else parse_setting(Depth, depth, "depth")
-    first_only = config.collect is Collect.FIRST
-    violations: list[Violation] = []
-    skip: set[str] = set()
-    bindings: dict[str, int] | None = None
-    if not plan.fast_check(obj):
-        violations, skip, bindings = _metadata(obj, plan, first_only)
-        if violations and first_only:
+    rules = (plan._by_depth or plan.by_depth)[config.depth if depth is None
+                                                 else parse_setting(Depth, depth, "depth")]
+    if plan.fast_check(obj):
+        # The hand-over's common case: clean metadata, and at the default depth a rule or
+        # two (none at metadata depth). Nothing is allocated for it.
+        if not rules:
+            return []
+        violations = _value_violations(obj, plan, rules, config, _NO_SKIP, None)
+    else:
+        violations, skip, bindings = _metadata(obj, plan, config.collect is Collect.FIRST)
+        if violations and config.collect is Collect.FIRST:
             _report(config, plan.subject, violations)
             return violations
-    if want_depth is Depth.FULL:
-        violations.extend(_value_violations(obj, plan, config, skip, bindings))
+        if rules:
+            violations.extend(_value_violations(obj, plan, rules, config, skip, bindings))
     if violations:
         _report(config, plan.subject, violations)
     return violations
+
+
+_NO_SKIP: frozenset[str] = frozenset()

@@ -55,10 +55,10 @@ def test_drafts_that_are_not_the_tail_are_sg621_naming_the_request():
     output.total_num_scheduled_tokens -= 1
     with pytest.raises(
             contracts.ContractViolation, match=re.escape(
-                "SG621 a request's drafts are the tail of its scheduled tokens "
+                "SG621 a request's drafts fit at the tail of its scheduled tokens "
                 "[VllmSchedule.num_scheduled_tokens, scheduler → runner]: seq 1 at batch "
                 "position 1: request 'req-7': scheduled 3 tokens with 3 drafts "
-                "(expected 1 + 3 drafts = 4; actual 3)")):
+                "(expected >= 1 + 3 drafts = 4; actual 3)")):
         _view().schedule(output)
 
 
@@ -74,17 +74,26 @@ def test_a_total_that_is_not_the_sum_is_sg622():
         _view().schedule(output)
 
 
-def test_placeholders_are_sg108_unless_async_scheduling_allows_them():
-    """[-1, -1, -1] drafts: a violation in sync mode, vLLM's own placeholder under async."""
+def test_placeholders_are_sg108_before_0_33_unless_async_scheduling_allows_them():
+    """[-1, -1, -1] drafts: a violation in 0.11.x sync mode, vLLM's placeholder under async."""
     output = scheduler_output({"a": [5, 6, 7], "b": [-1, -1, -1]})
-    step = _view(async_scheduling=True).schedule(output)
+    step = _view(async_scheduling=True, version="0.11.1").schedule(output)
     assert step.draft_tokens.num_drafts.tolist() == [3, 0]
     with pytest.raises(
             contracts.ContractViolation, match=re.escape(
                 "SG108 draft token ids are valid vocabulary ids [DraftTokens.draft_token_ids, "
                 "scheduler → runner]: seq 1 at batch position 1: request 'b': draft 0 of row 1 "
                 "is -1")):
-        _view().schedule(output)
+        _view(version="0.11.1").schedule(output)
+
+
+def test_placeholder_slots_are_legal_in_sync_mode_from_0_33():
+    """0.33's runner clamps -1 draft slots before embedding: counted out, not SG108."""
+    output = scheduler_output({"a": [5, 6, 7], "b": [-1, -1, -1]})
+    step = _view().schedule(output)
+    assert step.draft_tokens.num_drafts.tolist() == [3, 0]
+    with pytest.raises(contracts.ContractViolation, match="SG108"):
+        _view().schedule(scheduler_output({"a": [5, -1, 7]}))
 
 
 def test_drafts_for_an_unscheduled_request_are_sg114_with_its_string_id():
@@ -216,8 +225,9 @@ def test_drafts_outside_the_vocabulary_are_sg108():
         view.drafted(step, torch.tensor([[1, 2, 1003]]))
 
 
-def _tracked_steps(second: dict[str, list[int]], *, async_scheduling: bool):
-    view = _view(tracker=StepTracker(), async_scheduling=async_scheduling)
+def _tracked_steps(second: dict[str, list[int]], *, async_scheduling: bool,
+                   version: str = "0.11.1"):
+    view = _view(tracker=StepTracker(), async_scheduling=async_scheduling, version=version)
     step = view.schedule(scheduler_output({"a": [5, 6, 7]}, computed={"a": 50}))
     view.verified(step, _sampled([[5, 9, -1, -1]]))
     view.drafted(step, torch.tensor([[21, 22, 23]]))
@@ -233,7 +243,8 @@ def test_sync_drafts_carried_and_positions_continue():
 def test_sync_drafts_of_another_step_are_sg602():
     """'a' carrying drafts that were not proposed for it is SG602."""
     with pytest.raises(contracts.ContractViolation, match=re.escape(
-            "seq 0 at batch position 0: draft 0 is 5, but the previous step proposed 21")):
+            "seq 0 at batch position 0: request 'a': draft 0 is 5, but the previous step "
+            "proposed 21")):
         _tracked_steps({"a": [5, 6, 7]}, async_scheduling=False)
 
 
@@ -253,11 +264,12 @@ def test_async_placeholders_of_a_request_from_the_previous_batch_pass():
 
 
 def test_async_placeholders_of_a_request_new_to_the_batch_are_sg603():
-    """'b' re-entering with placeholders has no previous row to fill them from (#37629)."""
+    """0.11.x: 'b' re-entering with placeholders has no previous row to fill them from
+    (#37629), so they reach the embedding."""
     with pytest.raises(contracts.ContractViolation, match=re.escape(
             "SG603 rows refilled from the previous step were in the previous forward "
             "[StepTransition.draft_token_ids, scheduler → runner]: seq 1 at batch position 1: "
-            "row is filled from the previous step's drafts")):
+            "request 'b': row is filled from the previous step's drafts")):
         _tracked_steps({"a": [-1, -1, -1], "b": [-1, -1, -1]}, async_scheduling=True)
 
 

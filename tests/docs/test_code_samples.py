@@ -29,7 +29,7 @@ _FENCE = re.compile(
     re.M | re.S)
 _SKIP_MARKER = re.compile(r"docs-test:\s*skip")
 #: The most samples that may be skipped, over all pages.
-MAX_SKIPPED = 6
+MAX_SKIPPED = 7  # the ATOM and vLLM guides hold four that need a live engine
 
 
 @dataclass(frozen=True)

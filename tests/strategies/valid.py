@@ -151,7 +151,10 @@ def scheduled_batches(draw: Draw, min_seqs: int = 0, min_decode: int = 0,
         "draft_token_ids": _draft_rows(rng, counts, mtp_k, vocab, fill),
         "num_drafts": counts.astype(np.int64), "state_slots": slots,
         "draft_placeholder": placeholder,
+        "draft_seq_ids": None,
     }
+    if draw(st.booleans()):  # the producer says whose rows they are
+        values["draft_seq_ids"] = values["seq_ids"][is_decode]
     return Case(ScheduledBatch, values, **_layout(draw, ScheduledBatch))
 
 

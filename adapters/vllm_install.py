@@ -1,0 +1,281 @@
+"""One call to check a live vLLM ``GPUModelRunner``: :func:`install` / :func:`uninstall`.
+
+::
+
+    from specguard.adapters import vllm_install
+
+    vllm_install.install(runner)          # runner: vLLM's GPUModelRunner, after __init__
+    ...
+    vllm_install.uninstall(runner)
+
+    with vllm_install.installed(runner):  # the same, for a block
+        ...
+
+``install`` wraps three methods of that one runner object (its class is left alone):
+
+* ``_update_states(scheduler_output)``: after it returns, the ``SchedulerOutput`` is
+  checked in the runner's batch order (``input_batch.req_ids``, after vLLM's reordering,
+  and after 0.11.1 strips the drafts of a step whose drafter did not run);
+* ``_sample(logits, spec_decode_metadata)``: the rejection sampler's rows it returns;
+* ``drafter.propose(...)``: what the MTP/EAGLE head is about to embed, and the drafts it
+  returns (``K_t`` wide under 0.33's dynamic speculative decoding).
+
+Every check goes through a :class:`~specguard.adapters.vllm.VllmView` built for the
+runner (``mtp_k``, vocabulary, async scheduling and vLLM version read from the runner),
+with a :class:`~specguard.adapters.step_tracker.StepTracker`, and honours
+``SPECGUARD_MODE`` / ``SPECGUARD_DEPTH`` like every other guard.
+
+It knows vLLM 0.11.0, 0.11.1 and 0.33.0 (the releases of the conformance corpus), the V1
+``GPUModelRunner`` only, and the drafters whose ``propose`` takes EAGLE's arguments. For
+anything else it refuses with :class:`UnsupportedVllm`, naming what it found; pass
+``version=`` to read an unlisted release as a known one whose runner it matches. vLLM is
+imported only to read its version, when ``install`` is called.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from specguard.adapters.step_tracker import StepTracker
+from specguard.adapters.vllm import KNOWN_VERSIONS, VllmStep, VllmView
+
+__all__ = ["Installation", "UnsupportedVllm", "install", "installed", "uninstall"]
+
+_ATTRIBUTE = "_specguard_installation"
+
+#: The parameters install() relies on, per known release: method -> leading names.
+#: Only the names matter (specguard binds the call's arguments to them).
+SIGNATURES: dict[str, dict[str, tuple[str, ...]]] = {
+    "0.11.0": {
+        "_update_states": ("scheduler_output",),
+        "_sample": ("logits", "spec_decode_metadata"),
+        "propose": ("target_token_ids", "target_positions", "target_hidden_states",
+                    "next_token_ids", "last_token_indices", "common_attn_metadata",
+                    "sampling_metadata"),
+    },
+    "0.11.1": {
+        "_update_states": ("scheduler_output",),
+        "_sample": ("logits", "spec_decode_metadata"),
+        "propose": ("target_token_ids", "target_positions", "target_hidden_states",
+                    "next_token_ids", "last_token_indices", "common_attn_metadata",
+                    "sampling_metadata"),
+    },
+    "0.33.0": {
+        "_update_states": ("scheduler_output",),
+        "_sample": ("logits", "spec_decode_metadata"),
+        "propose": ("num_speculative_tokens", "target_token_ids", "target_positions",
+                    "target_hidden_states", "next_token_ids", "token_indices_to_sample",
+                    "common_attn_metadata", "sampling_metadata"),
+    },
+}
+assert set(SIGNATURES) == set(KNOWN_VERSIONS)
+
+
+class UnsupportedVllm(RuntimeError):
+    """The runner is not one ``install`` knows: another vLLM release, Model Runner V2, a
+    drafter without EAGLE's ``propose``, or a method whose signature changed."""
+
+
+@dataclass
+class Installation:
+    """What :func:`install` put on one runner, and what :func:`uninstall` takes off."""
+
+    view: VllmView
+    """The view the checks go through (its tracker carries state from step to step)."""
+    version: str
+    """The vLLM release the runner is read as."""
+    step: VllmStep | None = None
+    """The step in flight: set by ``_update_states``, read by the later checks."""
+    originals: dict[tuple[int, str], Any] = field(default_factory=dict)
+    """``(id(object), method name)`` -> what the object's own ``__dict__`` held (or a
+    marker when the method came from the class)."""
+    targets: list[tuple[Any, str]] = field(default_factory=list)
+    """The objects and method names wrapped, in order."""
+
+
+_FROM_CLASS = object()
+
+
+def install(gpu_model_runner: Any, *, version: str | None = None,
+            view: VllmView | None = None) -> Installation:
+    """Wrap a live ``GPUModelRunner``'s ``_update_states``, ``_sample`` and its drafter's
+    ``propose`` with specguard's vLLM checks; returns the :class:`Installation`.
+
+    ``version`` overrides the release read from ``vllm.__version__`` (it must be one of
+    :data:`~specguard.adapters.vllm.KNOWN_VERSIONS`); ``view`` replaces the view built from
+    the runner's own configuration. Raises :class:`UnsupportedVllm` when the runner is not
+    one it knows, and leaves the runner untouched then.
+    """
+    runner = gpu_model_runner
+    if getattr(runner, "__dict__", {}).get(_ATTRIBUTE) is not None:
+        raise UnsupportedVllm("specguard is already installed on this runner")
+    release = _release(version)
+    _refuse_model_runner_v2(runner)
+    drafter = getattr(runner, "drafter", None)
+    if getattr(runner, "speculative_config", None) is None or drafter is None:
+        raise UnsupportedVllm(
+            "this runner has no speculative decoding (speculative_config or drafter is "
+            "None): specguard checks the MTP/EAGLE boundaries and has nothing to check")
+    expected = SIGNATURES[release]
+    for target, name in ((runner, "_update_states"), (runner, "_sample"),
+                         (drafter, "propose")):
+        _check_signature(target, name, expected[name], release)
+    installation = Installation(view or _view_for(runner, release), release)
+    _wrap(installation, runner, "_update_states", _after_update_states(installation, runner))
+    _wrap(installation, runner, "_sample", _around_sample(installation))
+    _wrap(installation, drafter, "propose", _around_propose(installation, release))
+    runner.__dict__[_ATTRIBUTE] = installation
+    return installation
+
+
+def uninstall(gpu_model_runner: Any) -> None:
+    """Undo :func:`install` on this runner; a runner without it is left as it is."""
+    installation = getattr(gpu_model_runner, "__dict__", {}).pop(_ATTRIBUTE, None)
+    if installation is None:
+        return
+    for target, name in reversed(installation.targets):
+        original = installation.originals[(id(target), name)]
+        if original is _FROM_CLASS:
+            target.__dict__.pop(name, None)
+        else:
+            target.__dict__[name] = original
+
+
+@contextlib.contextmanager
+def installed(gpu_model_runner: Any, **options: Any) -> Iterator[Installation]:
+    """:func:`install` for the duration of a ``with`` block."""
+    installation = install(gpu_model_runner, **options)
+    try:
+        yield installation
+    finally:
+        uninstall(gpu_model_runner)
+
+
+def installation_of(gpu_model_runner: Any) -> Installation | None:
+    """The :class:`Installation` on a runner, or None."""
+    found: Installation | None = getattr(gpu_model_runner, "__dict__", {}).get(_ATTRIBUTE)
+    return found
+
+
+def _release(version: str | None) -> str:
+    if version is None:
+        try:
+            import vllm
+        except ImportError as error:
+            raise UnsupportedVllm(
+                "vllm cannot be imported, so its version is unknown: pass version=") from error
+        version = str(getattr(vllm, "__version__", ""))
+    release = version.split("+")[0]
+    if release not in SIGNATURES:
+        raise UnsupportedVllm(
+            f"specguard knows the runners of vLLM {', '.join(KNOWN_VERSIONS)}; this is "
+            f"vLLM {version}. If its GPUModelRunner and drafter match one of those, pass "
+            f"version='<that release>' to check it as that release")
+    return release
+
+
+def _refuse_model_runner_v2(runner: Any) -> None:
+    module = type(runner).__module__
+    if module.startswith("vllm.v1.worker.gpu.") or not hasattr(runner, "input_batch"):
+        raise UnsupportedVllm(
+            f"{type(runner).__module__}.{type(runner).__name__} is not the V1 "
+            "GPUModelRunner (vllm.v1.worker.gpu_model_runner): Model Runner V2 "
+            "(vllm/v1/worker/gpu/) is not supported yet; run vLLM with "
+            "VLLM_USE_V2_MODEL_RUNNER=0")
+
+
+def _check_signature(target: Any, name: str, expected: tuple[str, ...], release: str) -> None:
+    method = getattr(target, name, None)
+    owner = type(target).__name__
+    if not callable(method):
+        raise UnsupportedVllm(f"{owner} has no method {name}(): not a vLLM {release} object")
+    try:
+        parameters = tuple(inspect.signature(method).parameters)
+    except (TypeError, ValueError) as error:
+        raise UnsupportedVllm(f"{owner}.{name}() has no readable signature: {error}") from error
+    if parameters[: len(expected)] != expected:
+        raise UnsupportedVllm(
+            f"{owner}.{name}{tuple(parameters)} does not start with the parameters of vLLM "
+            f"{release}, {expected}: specguard does not know this signature")
+
+
+def _view_for(runner: Any, release: str) -> VllmView:
+    spec = runner.speculative_config
+    model = getattr(runner, "model_config", None)
+    vocab = model.get_vocab_size() if model is not None else runner.vocab_size
+    scheduler = getattr(runner, "scheduler_config", None)
+    asynchronous = bool(getattr(runner, "use_async_scheduling",
+                                getattr(scheduler, "async_scheduling", False)))
+    return VllmView(mtp_k=int(spec.num_speculative_tokens), vocab_size=int(vocab),
+                    async_scheduling=asynchronous, tracker=StepTracker(), version=release)
+
+
+def _wrap(installation: Installation, target: Any, name: str,
+          make: Callable[[Callable[..., Any]], Callable[..., Any]]) -> None:
+    own = target.__dict__.get(name, _FROM_CLASS)
+    installation.originals[(id(target), name)] = own
+    installation.targets.append((target, name))
+    target.__dict__[name] = make(getattr(target, name))
+
+
+def _after_update_states(installation: Installation,
+                         runner: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    def make(original: Callable[..., Any]) -> Callable[..., Any]:
+        def _update_states(*args: Any, **kwargs: Any) -> Any:
+            result = original(*args, **kwargs)
+            output = inspect.signature(original).bind(*args, **kwargs).arguments[
+                "scheduler_output"]
+            installation.step = installation.view.schedule(
+                output, req_ids=list(runner.input_batch.req_ids))
+            return result
+
+        return _update_states
+
+    return make
+
+
+def _around_sample(installation: Installation) -> Callable[[Callable[..., Any]],
+                                                            Callable[..., Any]]:
+    def make(original: Callable[..., Any]) -> Callable[..., Any]:
+        def _sample(*args: Any, **kwargs: Any) -> Any:
+            result = original(*args, **kwargs)
+            step = installation.step
+            sampled = getattr(result, "sampled_token_ids", None)
+            if step is not None and sampled is not None:
+                installation.view.verified(step, sampled)
+            return result
+
+        return _sample
+
+    return make
+
+
+def _around_propose(installation: Installation,
+                    release: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    sample_name = "token_indices_to_sample" if release == "0.33.0" else "last_token_indices"
+
+    def make(original: Callable[..., Any]) -> Callable[..., Any]:
+        signature = inspect.signature(original)
+
+        def propose(*args: Any, **kwargs: Any) -> Any:
+            step = installation.step
+            if step is not None:
+                given = signature.bind(*args, **kwargs).arguments
+                installation.view.drafter_input(
+                    step, target_token_ids=given["target_token_ids"],
+                    target_positions=given["target_positions"],
+                    next_token_ids=given["next_token_ids"],
+                    last_token_indices=given.get(sample_name),
+                    common_attn_metadata=given["common_attn_metadata"])
+            result = original(*args, **kwargs)
+            if step is not None and hasattr(result, "shape"):
+                installation.view.drafted(step, result)
+            return result
+
+        return propose
+
+    return make

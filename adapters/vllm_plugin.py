@@ -1,0 +1,107 @@
+"""vLLM's ``vllm.general_plugins`` entry point: checks on with no code change.
+
+``pip install specguard`` registers :func:`register` under vLLM's plugin group; vLLM calls
+it in every process at start-up. Then::
+
+    SPECGUARD_MODE=strict vllm serve ... --speculative-config '{"method": "mtp", ...}'
+
+installs :func:`specguard.adapters.vllm_install.install` on each ``GPUModelRunner`` as it
+is built. With ``SPECGUARD_MODE`` unset or ``off`` the plugin does nothing at all. It
+imports nothing of vLLM's when it is called: it waits for vLLM to import
+``vllm.v1.worker.gpu_model_runner`` (only worker processes do), then wraps
+``GPUModelRunner.__init__`` so that each new runner gets its checks. A runner specguard
+does not know (another release, Model Runner V2, no speculative decoding) is refused by
+``install``: under ``strict`` the worker stops with that error, under ``warn`` it is
+logged and the runner runs unchecked.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import logging
+import sys
+from collections.abc import Sequence
+from types import ModuleType
+from typing import Any
+
+from specguard.contracts import Mode, current_config
+
+__all__ = ["RUNNER_MODULE", "patch_runner_class", "register"]
+
+RUNNER_MODULE = "vllm.v1.worker.gpu_model_runner"
+_PATCHED = "_specguard_patched_init"
+_log = logging.getLogger("specguard")
+
+
+def register() -> None:
+    """vLLM's plugin hook: arrange for every ``GPUModelRunner`` to be checked, unless
+    ``SPECGUARD_MODE`` is off. Safe to call more than once (vLLM may)."""
+    if current_config().mode is Mode.OFF:
+        return
+    module = sys.modules.get(RUNNER_MODULE)
+    if module is not None:
+        patch_runner_class(module)
+        return
+    if not any(isinstance(finder, _RunnerFinder) for finder in sys.meta_path):
+        sys.meta_path.insert(0, _RunnerFinder())
+
+
+def patch_runner_class(module: ModuleType) -> bool:
+    """Wrap ``module.GPUModelRunner.__init__`` to install the checks on each new runner;
+    False when the module has no such class or it is wrapped already."""
+    cls = getattr(module, "GPUModelRunner", None)
+    if cls is None or getattr(cls.__init__, _PATCHED, False):
+        return False
+    original = cls.__init__
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
+        _install(self)
+
+    setattr(__init__, _PATCHED, True)
+    __init__.__wrapped__ = original  # type: ignore[attr-defined]
+    cls.__init__ = __init__
+    return True
+
+
+def _install(runner: Any) -> None:
+    from specguard.adapters.vllm_install import UnsupportedVllm, install
+
+    if getattr(runner, "speculative_config", None) is None:
+        return  # no drafts, nothing of specguard's to check
+    try:
+        install(runner)
+    except UnsupportedVllm as error:
+        if current_config().mode is Mode.STRICT:
+            raise
+        _log.warning("specguard: not checking this vLLM runner: %s", error)
+
+
+class _RunnerFinder(importlib.abc.MetaPathFinder):
+    """Patches the runner module right after vLLM imports it (and nothing else)."""
+
+    def find_spec(self, fullname: str, path: Sequence[str] | None,
+                  target: ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
+        if fullname != RUNNER_MODULE:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None and spec.loader is not None:
+                spec.loader = _PatchingLoader(spec.loader)
+                return spec
+        return None
+
+
+class _PatchingLoader(importlib.abc.Loader):
+    def __init__(self, loader: importlib.abc.Loader) -> None:
+        self._loader = loader
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module: ModuleType) -> None:
+        self._loader.exec_module(module)
+        patch_runner_class(module)
