@@ -169,7 +169,7 @@ def test_validate_with_an_unknown_depth_is_a_config_error():
     """An unknown depth is a ConfigError naming the allowed values, like configure's."""
     batch = build(SB)
     with pytest.raises(contracts.ConfigError, match=re.escape(
-        "depth must be one of 'metadata', 'full'; got 'deep'"
+        "depth must be one of 'metadata', 'essential', 'full'; got 'deep'"
     )):
         contracts.validate(batch, depth="deep")
 
