@@ -103,12 +103,16 @@ def parse_setting(enum_type: type[E], value: object, source: str) -> E:
     """``value`` as a member of ``enum_type`` (any case, spaces trimmed); ConfigError if not."""
     if isinstance(value, enum_type):
         return value
-    allowed = ", ".join(repr(m.value) for m in enum_type)
     if isinstance(value, str):
+        try:
+            return enum_type(value)  # the common spelling: one dictionary lookup
+        except ValueError:
+            pass
         try:
             return enum_type(value.strip().lower())
         except ValueError:
             pass
+    allowed = ", ".join(repr(m.value) for m in enum_type)
     raise ConfigError(f"{source} must be one of {allowed}; got {short_repr(value)}")
 
 

@@ -211,8 +211,13 @@ def validate(
         return []
     plan: Plan = type(obj).__sg_plan__
     STATS.checks += 1
-    rules = (plan._by_depth or plan.by_depth)[config.depth if depth is None
-                                                 else parse_setting(Depth, depth, "depth")]
+    by_depth = plan._by_depth or plan.by_depth
+    if depth is None:
+        rules = by_depth[config.depth]
+    else:
+        # Depth is a str enum: "full" finds Depth.FULL's entry; other spellings are parsed.
+        found = by_depth.get(depth) if isinstance(depth, str) else None  # type: ignore[call-overload]
+        rules = by_depth[parse_setting(Depth, depth, "depth")] if found is None else found
     if plan.fast_check(obj):
         # The hand-over's common case: clean metadata, and at the default depth a rule or
         # two (none at metadata depth). Nothing is allocated for it.

@@ -174,6 +174,13 @@ def test_validate_with_an_unknown_depth_is_a_config_error():
         contracts.validate(batch, depth="deep")
 
 
+@pytest.mark.parametrize("depth", [["full"], 3, None.__class__])
+def test_validate_with_a_depth_of_the_wrong_type_is_a_config_error(depth):
+    """A list, an int or a type as the depth is a ConfigError, never a TypeError."""
+    with pytest.raises(contracts.ConfigError, match="depth must be one of"):
+        contracts.validate(build(SB), depth=depth)
+
+
 def test_a_ten_megabyte_string_is_described_briefly():
     """A 10 MB string as token_ids gives a message of a few hundred characters."""
     message = _message(lambda: build(SB, token_ids="x" * 10_000_000))
