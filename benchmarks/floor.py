@@ -131,7 +131,8 @@ def check(b: Any) -> str | None:
     if not n:
         return None
     # SG111 first: with it, every context is at least one token, so no clipping below.
-    if _count_nonzero(ctx < nst):
+    # A decode seq also needs a prompt token before its scheduled ones.
+    if _count_nonzero(ctx < nst) or (nd and _count_nonzero(dec & (ctx == nst))):
         return "SG111"
     max_blocks = tables.shape[1]
     if max_blocks == 0 or _maximum(ctx, None) > max_blocks * bs:

@@ -115,7 +115,8 @@ def _drafts(b: NaiveBatch) -> None:
 
 def _blocks(b: NaiveBatch) -> None:
     tables, lens = b.block_tables, b.context_lens
-    if (lens < b.num_scheduled_tokens).any():
+    if ((lens < b.num_scheduled_tokens)
+            | (b.is_decode & (lens == b.num_scheduled_tokens))).any():
         _fail("SG111", "context lengths cover the scheduled tokens")
     if len(lens) == 0:
         return

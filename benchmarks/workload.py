@@ -48,7 +48,8 @@ def decode_batch(num_seqs: int, *, num_prefill: int = 0, seed: int = 0) -> Field
     is_decode = np.arange(num_seqs) >= num_prefill
     scheduled = np.where(is_decode, MTP_K + 1, rng.integers(1, 33, num_seqs)).astype(np.int32)
     context = rng.integers(MTP_K + 1, MAX_CONTEXT + 1, num_seqs).astype(np.int32)
-    context = np.maximum(context, scheduled)
+    # A decode seq continues a prompt prefilled before it: one token more than it schedules.
+    context = np.maximum(context, scheduled + is_decode)
     num_tokens = int(scheduled.sum())
     num_drafts = rng.integers(0, MTP_K + 1, num_decode).astype(np.int32)
     return {
