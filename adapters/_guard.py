@@ -26,6 +26,7 @@ from beartype.roar import BeartypeException
 from specguard.adapters._snapshot_write import capture_object
 from specguard.contracts import (
     BoundaryObject,
+    Config,
     ContractViolation,
     Finding,
     Mode,
@@ -64,24 +65,41 @@ def _check_spec(label: str, name: str, spec: Any) -> None:
         raise TypeError(f"@guard on {label}: {name}={spec!r} is not a type hint") from error
 
 
+Check = Callable[[Any, Config], None]
+
+
 def check_value(spec: Any, value: Any, label: str, name: str) -> None:
     """Validate one argument (or the return value) of ``label`` against its spec."""
+    _checker(spec, label, name)(value, current_config())
+
+
+def _checker(spec: Any, label: str, name: str) -> Check:
+    """The check of one parameter, chosen once at decoration (calls pay no dispatch)."""
     if _is_boundary_class(spec):
-        if isinstance(value, spec):
+        boundary: str = spec.__sg_boundary__
+
+        def check_object(value: Any, config: Config) -> None:
+            if not isinstance(value, spec):
+                _wrong_type(spec, value, label, name, boundary)
+                return
             try:
-                validate(value)
+                validate(value, config=config)
             except ContractViolation as error:
                 capture_object(value, error)
                 raise
-            return
-        boundary: str = spec.__sg_boundary__
-    elif _is_view(spec):
-        spec(value)
-        return
-    elif is_bearable(value, spec):
-        return
-    else:
-        boundary = "any boundary"
+
+        return check_object
+    if _is_view(spec):
+        return lambda value, config: spec(value)
+
+    def check_hint(value: Any, config: Config) -> None:
+        if not is_bearable(value, spec):
+            _wrong_type(spec, value, label, name, "any boundary")
+
+    return check_hint
+
+
+def _wrong_type(spec: Any, value: Any, label: str, name: str, boundary: str) -> None:
     wanted = _spec_name(spec)
     report(label, [("SG001", Finding(
         f"expected {wanted}, got {describe(value)}", name,
@@ -121,9 +139,14 @@ def guard(returns: Any = _MISSING, /, **params: Any) -> Callable[[F], F]:
             _check_spec(label, name, spec)
         if returns is not _MISSING:
             _check_spec(label, _RETURN, returns)
+            if inspect.isasyncgenfunction(fn) or inspect.isgeneratorfunction(fn):
+                raise TypeError(f"@guard cannot check what the generator {label} yields; "
+                                "guard the function that consumes it, or drop the return spec")
         if current_config().mode is Mode.OFF:
+            _note_unchecked(label)
             return fn
-        return cast(F, _wrap(fn, label, params, positions, returns))
+        wrap = _wrap_async if inspect.iscoroutinefunction(fn) else _wrap
+        return cast(F, wrap(fn, label, params, positions, returns))
 
     return decorate
 
@@ -132,26 +155,66 @@ def _wrap(
     fn: Callable[..., Any], label: str, params: Mapping[str, Any],
     positions: Mapping[str, int | None], returns: Any,
 ) -> Callable[..., Any]:
+    checks = tuple((name, positions[name], _checker(spec, label, name))
+                   for name, spec in params.items())
+    check_result = None if returns is _MISSING else _checker(returns, label, _RETURN)
+    off = Mode.OFF
+
     @functools.wraps(fn)
     def guarded(*args: Any, **kwargs: Any) -> Any:
         __tracebackhide__ = True
-        if current_config().mode is not Mode.OFF:
-            for name, spec in params.items():
-                value = _argument(args, kwargs, name, positions[name])
-                if value is not _MISSING:
-                    check_value(spec, value, label, name)
+        config = current_config()
+        if config.mode is not off:
+            for name, index, check in checks:
+                if name in kwargs:
+                    check(kwargs[name], config)
+                elif index is not None and index < len(args):
+                    check(args[index], config)
         result = fn(*args, **kwargs)
-        if returns is not _MISSING and current_config().mode is not Mode.OFF:
-            check_value(returns, result, label, _RETURN)
+        if check_result is not None:
+            config = current_config()
+            if config.mode is not off:
+                check_result(result, config)
         return result
 
     guarded.__sg_guarded__ = fn  # type: ignore[attr-defined]
     return guarded
 
 
-def _argument(args: tuple[Any, ...], kwargs: dict[str, Any], name: str, index: int | None) -> Any:
-    if name in kwargs:
-        return kwargs[name]
-    if index is not None and index < len(args):
-        return args[index]
-    return _MISSING
+def _wrap_async(
+    fn: Callable[..., Any], label: str, params: Mapping[str, Any],
+    positions: Mapping[str, int | None], returns: Any,
+) -> Callable[..., Any]:
+    """``_wrap`` for ``async def``: the awaited result is checked, not the coroutine."""
+    checks = tuple((name, positions[name], _checker(spec, label, name))
+                   for name, spec in params.items())
+    check_result = None if returns is _MISSING else _checker(returns, label, _RETURN)
+    off = Mode.OFF
+
+    @functools.wraps(fn)
+    async def guarded(*args: Any, **kwargs: Any) -> Any:
+        __tracebackhide__ = True
+        config = current_config()
+        if config.mode is not off:
+            for name, index, check in checks:
+                if name in kwargs:
+                    check(kwargs[name], config)
+                elif index is not None and index < len(args):
+                    check(args[index], config)
+        result = await fn(*args, **kwargs)
+        if check_result is not None:
+            config = current_config()
+            if config.mode is not off:
+                check_result(result, config)
+        return result
+
+    guarded.__sg_guarded__ = fn  # type: ignore[attr-defined]
+    return guarded
+
+
+#: Functions decorated while the mode was off: they stay unchecked for the whole process.
+UNCHECKED: set[str] = set()
+
+
+def _note_unchecked(label: str) -> None:
+    UNCHECKED.add(label)

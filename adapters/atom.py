@@ -390,9 +390,13 @@ def _state_slots(groups: Any, per_req_state: bool | None) -> Any:
     if isinstance(groups, list | tuple):
         if not groups and not per_req_state:
             return None
-        if _plain_ints(groups) or all(is_int(g) for g in groups):
+        if _plain_ints(groups):
+            slots = _int_vector(groups)
+            if isinstance(slots, np.ndarray) and slots.dtype == np.int64:
+                return slots
+        if all(is_int(g) for g in groups):  # numpy integers among them
             return _int_vector(groups)
-        return groups
+        return groups  # past int64, or not integers: the contract reports the list
     return groups if per_req_state is not False else None
 
 

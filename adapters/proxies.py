@@ -15,8 +15,10 @@ itself is returned: nothing to pay.
 
 from __future__ import annotations
 
+import copy
+import functools
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, TypeVar
+from typing import Any, SupportsIndex, TypeVar
 
 from specguard.adapters._guard import guard
 from specguard.contracts import Mode, current_config
@@ -44,6 +46,8 @@ class _Guarded:
         return type(self._sg_target)
 
     def __getattr__(self, name: str) -> Any:
+        if name in _OWN:  # a half-built proxy (copy, pickle): never recurse into itself
+            raise AttributeError(name)
         value = getattr(self._sg_target, name)
         specs = self._sg_methods.get(name)
         if specs is None or not callable(value) or current_config().mode is Mode.OFF:
@@ -90,6 +94,44 @@ class _Guarded:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self._sg_target(*args, **kwargs)
+
+    def __getitem__(self, key: Any) -> Any:
+        return self._sg_target[key]
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self._sg_target[key] = value
+
+    def __delitem__(self, key: Any) -> None:
+        del self._sg_target[key]
+
+    def __enter__(self) -> Any:
+        entered = _protocol(self._sg_target, "__enter__", "the context manager protocol")()
+        # ``with engine as e`` usually binds the engine itself: keep binding the proxy.
+        return self if entered is self._sg_target else entered
+
+    def __exit__(self, *exc_info: Any) -> Any:
+        return _protocol(self._sg_target, "__exit__", "the context manager protocol")(*exc_info)
+
+    def __copy__(self) -> Any:
+        """A proxy, with the same guarded methods, over a copy of the wrapped object."""
+        return _Guarded(copy.copy(self._sg_target), self._sg_methods)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Any:
+        """A proxy, with the same guarded methods, over a deep copy of the wrapped object."""
+        return _Guarded(copy.deepcopy(self._sg_target, memo), self._sg_methods)
+
+    def __reduce_ex__(self, protocol: SupportsIndex) -> Any:
+        raise TypeError(f"a guarded {type(self._sg_target).__name__} cannot be pickled; "
+                        "pickle specguard.adapters.unwrap(proxy) and guard it again after "
+                        "loading")
+
+
+def _protocol(target: Any, method: str, protocol: str) -> Callable[..., Any]:
+    """The target's own special method, or the TypeError Python raises without one."""
+    bound = getattr(type(target), method, None)
+    if bound is None:
+        raise TypeError(f"{type(target).__name__!r} object does not support {protocol}")
+    return functools.partial(bound, target)
 
 
 def _guarded_method(method: Callable[..., Any], specs: Mapping[str, Any]) -> Callable[..., Any]:

@@ -6,9 +6,17 @@ Installed with specguard (entry point ``pytest11``); it changes nothing unless a
     pytest --specguard=warn --specguard-depth=full
 
 or in the ini file: ``specguard = strict`` and ``specguard_depth = full``. The setting
-holds for the session (so guards decorated while tests are collected wrap) and is
-applied again around each test's setup, call and teardown (a test may still override it
-with ``specguard.contracts.configure`` or ``specguard.contracts.checking``). Then:
+is applied before any conftest is imported and holds for the session (so guards
+decorated at import, in a conftest or while tests are collected, wrap), and is applied
+again around each test's setup, call and teardown (a test may still override it with
+``specguard.contracts.configure`` or ``specguard.contracts.checking``). A ``@guard``
+decorated before pytest could apply it (a module imported by another plugin, say) while
+the mode was off stays the plain function: the run warns and names it.
+
+Strict means strict: under ``--specguard=strict`` a test during which a violation was
+only logged (because the code under test switched to ``checking(mode="warn")``) fails,
+listing what was logged. A violation that was raised and caught by the test, as
+``pytest.raises`` does, is the test's own business. Then:
 
 * the ``specguard_violations`` fixture is the list of violations reported during the test,
   in every mode (a warn-mode one is only logged; a strict one may have been caught);
@@ -19,6 +27,8 @@ with ``specguard.contracts.configure`` or ``specguard.contracts.checking``). The
 from __future__ import annotations
 
 import contextlib
+import logging
+import re
 from collections.abc import Generator, Iterator, Sequence
 from typing import Any
 
@@ -27,11 +37,14 @@ import pytest
 __all__ = ["specguard_violations"]
 
 _MODES = ("off", "warn", "strict")
-_DEPTHS = ("metadata", "full")
+_DEPTHS = ("metadata", "essential", "full")
 _SETTINGS = pytest.StashKey[dict[str, str]]()
 _SEEN = pytest.StashKey[list[Any]]()
 _LISTENER = pytest.StashKey[contextlib.ExitStack]()
 _PREVIOUS = pytest.StashKey[Any]()
+_UNCHECKED = pytest.StashKey[list[str]]()
+# What warn mode logs for a violation: ``specguard: SG101 ...``.
+_LOGGED_VIOLATION = re.compile(r"^specguard: SG\d{3} ")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -41,13 +54,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="run every guard in this mode, reporting every rule "
                     "(off, warn, strict; default: the environment's setting)")
     group.addoption("--specguard-depth", choices=_DEPTHS, default=None, metavar="DEPTH",
-                    help="check depth for the run (metadata, full)")
+                    help="check depth for the run (metadata, essential, full)")
     parser.addini("specguard", "specguard mode for the run: off, warn or strict")
-    parser.addini("specguard_depth", "specguard depth for the run: metadata or full")
+    parser.addini("specguard_depth", "specguard depth for the run: metadata, essential or full")
 
 
-def _setting(config: pytest.Config, option: str, ini: str, allowed: Sequence[str]) -> str | None:
-    value = config.getoption(option) or config.getini(ini) or None
+def _setting(
+    config: pytest.Config, options: Any, option: str, ini: str, allowed: Sequence[str]
+) -> str | None:
+    value = getattr(options, option, None) or config.getini(ini) or None
     if value is None:
         return None
     value = str(value).strip().lower()
@@ -56,22 +71,44 @@ def _setting(config: pytest.Config, option: str, ini: str, allowed: Sequence[str
     return value
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    """Register the marker and read the run's settings."""
-    config.addinivalue_line("markers", "specguard_off: run this test with specguard checks off")
+def _apply_run_settings(config: pytest.Config, options: Any) -> None:
+    """Read the run's settings and put them in force for the whole session."""
     settings: dict[str, str] = {}
-    mode = _setting(config, "specguard", "specguard", _MODES)
-    depth = _setting(config, "specguard_depth", "specguard_depth", _DEPTHS)
+    mode = _setting(config, options, "specguard", "specguard", _MODES)
+    depth = _setting(config, options, "specguard_depth", "specguard_depth", _DEPTHS)
     if mode is not None:
         settings.update(mode=mode, collect="all")
     if depth is not None:
         settings["depth"] = depth
     config.stash[_SETTINGS] = settings
     if settings:
-        # Also for the whole session: a @guard decorated at import (during collection)
-        # decides then whether it wraps at all.
+        # A @guard decorated at import decides then whether it wraps at all.
+        from specguard.adapters._guard import UNCHECKED
+
         from specguard import contracts
+        config.stash[_UNCHECKED] = sorted(UNCHECKED) if mode not in (None, "off") else []
         config.stash[_PREVIOUS] = contracts.configure(**settings)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
+    """Apply the run's settings before the first conftest (and what it imports) loads."""
+    _apply_run_settings(early_config, early_config.known_args_namespace)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Register the marker; apply the run's settings if no early hook did; say what
+    stays unchecked."""
+    config.addinivalue_line("markers", "specguard_off: run this test with specguard checks off")
+    if _SETTINGS not in config.stash:  # pytest_load_initial_conftests did not run
+        _apply_run_settings(config, config.option)
+    unchecked = config.stash.get(_UNCHECKED, [])
+    if unchecked:
+        config.issue_config_time_warning(pytest.PytestConfigWarning(
+            f"specguard: {len(unchecked)} guarded function(s) were decorated while the mode "
+            f"was off, before this run could switch it on, and stay unchecked: "
+            f"{', '.join(unchecked[:10])}{' ...' if len(unchecked) > 10 else ''}. Unset "
+            "SPECGUARD_MODE=off, or import them after pytest starts."), stacklevel=2)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -122,9 +159,40 @@ def pytest_runtest_setup(item: pytest.Item) -> Generator[None, None, None]:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
-    """Run the test body under the run's settings."""
-    with _applied(item):
-        return (yield)
+    """Run the test body under the run's settings; under strict, fail it for violations
+    that were only logged."""
+    logged = _LoggedViolations()
+    logger = logging.getLogger("specguard")
+    logger.addHandler(logged)
+    try:
+        with _applied(item):
+            result = yield
+    finally:
+        logger.removeHandler(logged)
+    if logged.lines and _strict_run(item):
+        shown = "\n".join(f"  {line}" for line in logged.lines[:20])
+        pytest.fail(f"--specguard=strict: {len(logged.lines)} violation(s) were only logged "
+                    "(the code under test switched specguard to warn mode), and strict fails "
+                    f"them:\n{shown}", pytrace=False)
+    return result
+
+
+class _LoggedViolations(logging.Handler):
+    """Collects the violations warn mode logs while installed."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if _LOGGED_VIOLATION.match(message):
+            self.lines.append(message.removeprefix("specguard: "))
+
+
+def _strict_run(item: pytest.Item) -> bool:
+    run: dict[str, str] = item.config.stash.get(_SETTINGS, {})
+    return run.get("mode") == "strict" and item.get_closest_marker("specguard_off") is None
 
 
 @pytest.hookimpl(wrapper=True)

@@ -360,8 +360,8 @@ def _counts(values: list[Any], order: tuple[str, ...]) -> np.ndarray:
     if set(map(type, values)) <= {int}:
         try:
             return np.array(values, dtype=np.int64).reshape(len(values))
-        except OverflowError:
-            pass  # a count beyond int64: reported one by one
+        except OverflowError:  # a count past int64: reported one by one below
+            pass
     return np.array([_count(v, r) for v, r in zip(values, order, strict=True)], dtype=np.int64)
 
 
@@ -407,15 +407,17 @@ def _rows(array: Any) -> int:
     return int(shape[0]) if shape else 0
 
 
-def _computed(output: Any, order: tuple[str, ...], *, unique: bool = False) -> np.ndarray:
+def _computed(output: Any, order: tuple[str, ...], *, unique: bool = False,
+              plain: bool = True) -> np.ndarray:
     """``num_computed_tokens`` per request (new and cached), -1 where not given.
 
     ``unique`` says that no request is twice in ``order``: when the cached requests are
-    then exactly ``order``, their list is the answer as it stands."""
+    then exactly ``order``, their list is the answer as it stands. ``plain=False`` reads
+    one request at a time."""
     cached = getattr(output, "scheduled_cached_reqs", None)
     ids = _listed(getattr(cached, "req_ids", None))
     values = _listed(getattr(cached, "num_computed_tokens", None))
-    plain = set(map(type, ids)) <= {str} and set(map(type, values)) <= {int}
+    plain = plain and set(map(type, ids)) <= {str} and set(map(type, values)) <= {int}
     if unique and plain and len(values) == len(ids) == len(order) and tuple(ids) == order:
         try:
             return np.array(values, dtype=np.int64).reshape(len(order))
@@ -428,15 +430,15 @@ def _computed(output: Any, order: tuple[str, ...], *, unique: bool = False) -> n
             computed[request] = int(value)
     if plain:
         computed.update(zip(ids, values, strict=False))  # what vLLM sends: one C-level pass
-    else:
-        for request, value in zip(ids, values, strict=False):
-            if is_int(value) and isinstance(request, str):
-                computed[request] = int(value)
-    try:
-        return np.fromiter(map(computed.get, order, repeat(-1)), dtype=np.int64,
-                           count=len(order))
-    except OverflowError:
-        return np.array([computed.get(r, -1) for r in order], dtype=np.int64)
+        try:
+            return np.fromiter(map(computed.get, order, repeat(-1)), dtype=np.int64,
+                               count=len(order))
+        except OverflowError:  # a count past int64: left unread, as one by one leaves it
+            return _computed(output, order, plain=False)
+    for request, value in zip(ids, values, strict=False):
+        if is_int(value) and isinstance(request, str):
+            computed[request] = int(value)
+    return np.array([computed.get(r, -1) for r in order], dtype=np.int64)
 
 
 def _listed(value: Any) -> list[Any] | tuple[Any, ...]:

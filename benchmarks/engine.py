@@ -1,12 +1,13 @@
 """The reference engine's step time with contracts on against contracts off.
 
-Three engines serve the same workload (``specguard run``'s defaults) in lockstep: one
-with contracts off, one strict at the default depth (metadata), one strict at full
-depth. Each round steps every engine once, in a shuffled order, under its own settings;
-step ``i`` of every engine does the same work (same requests, same greedy tokens), so
-per-step ratios compare like with like and machine drift cancels. The guards were
-decorated at import with the mode then in force, so "off" here is the runtime switch
-(the guard's wrapper stays; it skips every check).
+Four engines serve the same workload (``specguard run``'s defaults) in lockstep: one
+with contracts off, one strict at metadata depth, one strict at the default depth
+(essential: metadata plus the seed rules' value checks), one strict at full depth. Each
+round steps every engine once, in a shuffled order, under its own settings; step ``i``
+of every engine does the same work (same requests, same greedy tokens), so per-step
+ratios compare like with like and machine drift cancels. The guards were decorated at
+import with the mode then in force, so "off" here is the runtime switch (the guard's
+wrapper stays; it skips every check).
 
 A difference of step times is noisy at the level of a few percent; the engine also
 tallies the time spent inside contract checks, which gives the overhead directly.
@@ -31,6 +32,7 @@ QUICK_WORKLOAD = {"requests": 4, "max_prompt": 64, "max_tokens": 8}
 _MODES = {
     "off": {"mode": "off"},
     "strict": {"mode": "strict", "depth": "metadata"},
+    "strict_default": {"mode": "strict", "depth": "essential"},
     "strict_full": {"mode": "strict", "depth": "full"},
 }
 
@@ -121,7 +123,7 @@ def engine_overhead(workload: dict[str, int] | None, clock: Callable[[], float]
         "steps": steps,
         "off_ms": statistics.fmean(times["off"]) * 1e3,
     }
-    for name in ("strict", "strict_full"):
+    for name in ("strict", "strict_default", "strict_full"):
         # Step i of both engines did the same work: the median of the per-step ratios
         # is robust to the few steps a noisy neighbour happened to slow down.
         ratio = statistics.median(a / b for a, b in zip(times[name], times["off"], strict=True))

@@ -3,9 +3,10 @@
 What an engine author would write to check a decode batch as fast as numpy allows: one
 straight-line function, no objects, no messages on success, O(num_seqs) wherever the
 rule allows it (two block-table entries per seq, never the padded table), one sort for
-unique ids, one unsigned view and one reduction for each vocabulary bound. It answers
-only with the code of a broken rule (or None), so it is a lower bound on what any
-validation of the same rules can cost, not a usable validator.
+unique ids (one mark per id over their span when a large batch's ids are compact), one unsigned
+view and one reduction for each vocabulary bound. It answers only with the code of a
+broken rule (or None), so it is a lower bound on what any validation of the same rules
+can cost, not a usable validator.
 
 :func:`check` takes numpy batches, :func:`check_torch` CPU torch batches (through numpy
 views of the tensors); both read the fields of anything with the ScheduledBatch attributes.
@@ -31,7 +32,10 @@ _count_nonzero = np.count_nonzero
 _maximum = np.maximum.reduce
 _minimum = np.minimum.reduce
 _ARRAYS = ("seq_ids", "is_decode", "num_scheduled_tokens", "context_lens", "block_tables",
-           "token_ids", "draft_token_ids", "num_drafts", "state_slots")
+           "token_ids", "draft_token_ids", "num_drafts", "state_slots", "draft_seq_ids")
+_OPTIONAL = frozenset({"state_slots", "draft_seq_ids"})
+#: From this many seqs on, compact ids are counted in a table rather than sorted.
+_TABLE_FROM = 512
 _INT32_MAX = 2**31 - 1
 
 
@@ -60,12 +64,13 @@ def check(b: Any) -> str | None:
         return "SG006"
     ids, dec, nst, ctx = b.seq_ids, b.is_decode, b.num_scheduled_tokens, b.context_lens
     tables, tokens, drafts, ndr = b.block_tables, b.token_ids, b.draft_token_ids, b.num_drafts
-    slots = b.state_slots
+    slots, owners = b.state_slots, b.draft_seq_ids
     if not (
         type(ids) is _ndarray and type(dec) is _ndarray and type(nst) is _ndarray
         and type(ctx) is _ndarray and type(tables) is _ndarray and type(tokens) is _ndarray
         and type(drafts) is _ndarray and type(ndr) is _ndarray
         and (slots is None or type(slots) is _ndarray)
+        and (owners is None or type(owners) is _ndarray)
     ):
         return _type_code(b)
     if not (
@@ -73,6 +78,7 @@ def check(b: Any) -> str | None:
         and ctx.dtype in _INDEX and tables.dtype in _INDEX and tokens.dtype in _INDEX
         and drafts.dtype in _INDEX and ndr.dtype in _INDEX
         and (slots is None or slots.dtype in _INDEX)
+        and (owners is None or owners.dtype in _INDEX)
     ):
         return "SG002"
     if ids.ndim != 1:
@@ -84,13 +90,11 @@ def check(b: Any) -> str | None:
         and tables.ndim == 2 and tables.shape[0] == n and tokens.shape == (nt,)
         and drafts.shape == (nd, k) and ndr.shape == (nd,)
         and (slots is None or slots.shape == per_seq)
+        and (owners is None or owners.shape == (nd,))
     ):
         return _shape_code(b)
-    # SG010: one sort answers both "no negative id" (its first element) and "no repeat".
-    if n:
-        ordered = np.sort(ids)
-        if ordered[0] < 0 or (n > 1 and _count_nonzero(ordered[1:] == ordered[:-1])):
-            return "SG010"
+    if n and _repeated_or_negative(ids):
+        return "SG010"
     # SG103, SG106, SG107 from one decode count; an all-decode batch needs one pass.
     width = k + 1
     decoding = _count_nonzero(dec)
@@ -120,10 +124,15 @@ def check(b: Any) -> str | None:
         return "SG112"
     if slots is not None and n and _minimum(slots, None) < 0:
         return "SG113"
+    # SG115: the row owners are the decode seqs in batch order (all of them: no gather).
+    if owners is not None and nd and _count_nonzero(
+            (ids if decoding == n else ids[dec]) != owners):
+        return "SG115"
     if not n:
         return None
     # SG111 first: with it, every context is at least one token, so no clipping below.
-    if _count_nonzero(ctx < nst):
+    # A decode seq also needs a prompt token before its scheduled ones.
+    if _count_nonzero(ctx < nst) or (nd and _count_nonzero(dec & (ctx == nst))):
         return "SG111"
     max_blocks = tables.shape[1]
     if max_blocks == 0 or _maximum(ctx, None) > max_blocks * bs:
@@ -144,11 +153,27 @@ def check(b: Any) -> str | None:
     return None
 
 
+def _repeated_or_negative(ids: np.ndarray) -> bool:
+    """SG010. Compact non-negative ids (engine counters) of a large batch are counted in
+    a table over their span; otherwise one sort answers both "no negative id" (its first
+    element) and "no repeat"."""
+    n = ids.shape[0]
+    if n >= _TABLE_FROM:
+        low, high = int(_minimum(ids, None)), int(_maximum(ids, None))
+        if low >= 0 and high - low < 8 * n + 4096:
+            near_zero = low <= high - low
+            marks = np.zeros(high + 1 if near_zero else high - low + 1, dtype=np.bool_)
+            marks[ids if near_zero else ids - low] = True
+            return bool(_count_nonzero(marks) != n)
+    ordered = np.sort(ids)
+    return bool(ordered[0] < 0 or (n > 1 and _count_nonzero(ordered[1:] == ordered[:-1])))
+
+
 def _type_code(b: Any) -> str:
     """SG005 when an array of another backend sneaked in, SG001 for anything else."""
     for name in _ARRAYS:
         value = getattr(b, name)
-        if name == "state_slots" and value is None:
+        if name in _OPTIONAL and value is None:
             continue
         if type(value) is not _ndarray:
             return "SG005" if hasattr(value, "dtype") and hasattr(value, "shape") else "SG001"
@@ -183,6 +208,9 @@ def _shape_code(b: Any) -> str:
         return "SG102"
     if b.num_drafts.shape[0] != b.num_decode:
         return "SG101"
+    owners = b.draft_seq_ids
+    if owners is not None and owners.ndim == 1 and owners.shape[0] != b.num_decode:
+        return "SG101"
     slots = b.state_slots
     return "SG003" if slots is not None and slots.ndim != 1 else "SG105"
 
@@ -198,12 +226,13 @@ def check_torch(b: Any) -> str | None:
     tensor = torch.Tensor
     ids, dec, nst, ctx = b.seq_ids, b.is_decode, b.num_scheduled_tokens, b.context_lens
     tables, tokens, drafts, ndr = b.block_tables, b.token_ids, b.draft_token_ids, b.num_drafts
-    slots = b.state_slots
+    slots, owners = b.state_slots, b.draft_seq_ids
     if not (
         type(ids) is tensor and type(dec) is tensor and type(nst) is tensor
         and type(ctx) is tensor and type(tables) is tensor and type(tokens) is tensor
         and type(drafts) is tensor and type(ndr) is tensor
         and (slots is None or type(slots) is tensor)
+        and (owners is None or type(owners) is tensor)
     ):
         arrays = [getattr(b, name) for name in _ARRAYS]
         return "SG005" if any(type(a) is _ndarray for a in arrays) else "SG001"
@@ -215,4 +244,5 @@ def check_torch(b: Any) -> str | None:
         draft_placeholder=b.draft_placeholder, seq_ids=ids.numpy(), is_decode=dec.numpy(),
         num_scheduled_tokens=nst.numpy(), context_lens=ctx.numpy(),
         block_tables=tables.numpy(), token_ids=tokens.numpy(), draft_token_ids=drafts.numpy(),
-        num_drafts=ndr.numpy(), state_slots=None if slots is None else slots.numpy()))
+        num_drafts=ndr.numpy(), state_slots=None if slots is None else slots.numpy(),
+        draft_seq_ids=None if owners is None else owners.numpy()))

@@ -43,6 +43,7 @@ class NaiveBatch(pydantic.BaseModel):
     num_drafts: Int[_Array, "num_decode"]
     state_slots: Int[_Array, "num_seqs"] | None = None
     draft_placeholder: int | None = None
+    draft_seq_ids: Int[_Array, "num_decode"] | None = None
 
     @pydantic.model_validator(mode="after")
     def _rules(self) -> NaiveBatch:
@@ -53,6 +54,7 @@ class NaiveBatch(pydantic.BaseModel):
         _drafts(self)
         _blocks(self)
         _tokens(self)
+        _owners(self)
         return self
 
 
@@ -63,8 +65,7 @@ def _fail(code: str, reason: str) -> None:
 def _same_backend(b: NaiveBatch) -> None:
     arrays = [b.seq_ids, b.is_decode, b.num_scheduled_tokens, b.context_lens, b.block_tables,
               b.token_ids, b.draft_token_ids, b.num_drafts]
-    if b.state_slots is not None:
-        arrays.append(b.state_slots)
+    arrays += [a for a in (b.state_slots, b.draft_seq_ids) if a is not None]
     if len({type(a) for a in arrays}) != 1:
         _fail("SG005", "all arrays share one backend")
 
@@ -114,7 +115,8 @@ def _drafts(b: NaiveBatch) -> None:
 
 def _blocks(b: NaiveBatch) -> None:
     tables, lens = b.block_tables, b.context_lens
-    if (lens < b.num_scheduled_tokens).any():
+    if ((lens < b.num_scheduled_tokens)
+            | (b.is_decode & (lens == b.num_scheduled_tokens))).any():
         _fail("SG111", "context lengths cover the scheduled tokens")
     if len(lens) == 0:
         return
@@ -135,6 +137,14 @@ def _tokens(b: NaiveBatch) -> None:
         _fail("SG113", "state slots are real slots")
 
 
+def _owners(b: NaiveBatch) -> None:
+    if b.draft_seq_ids is None:
+        return
+    mismatch: Any = b.seq_ids[b.is_decode] != b.draft_seq_ids
+    if mismatch.any():
+        _fail("SG115", "draft row i belongs to decode seq i")
+
+
 @jaxtyped(typechecker=beartype)
 def naive_batch(
     *,
@@ -153,6 +163,7 @@ def naive_batch(
     num_drafts: Int[_Array, "num_decode"],
     state_slots: Int[_Array, "num_seqs"] | None = None,
     draft_placeholder: int | None = None,
+    draft_seq_ids: Int[_Array, "num_decode"] | None = None,
 ) -> NaiveBatch:
     """Build (and so validate) a batch; raises on the first broken rule."""
     return NaiveBatch(
@@ -161,4 +172,5 @@ def naive_batch(
         num_scheduled_tokens=num_scheduled_tokens, context_lens=context_lens,
         block_tables=block_tables, token_ids=token_ids, draft_token_ids=draft_token_ids,
         num_drafts=num_drafts, state_slots=state_slots, draft_placeholder=draft_placeholder,
+        draft_seq_ids=draft_seq_ids,
     )

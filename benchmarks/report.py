@@ -13,6 +13,7 @@ _COLUMNS = (
     ("full_us", "full µs", "{:.1f}"),
     ("full_vs_floor", "full ÷ floor", "{:.2f}×"),
     ("metadata_us", "metadata µs", "{:.2f}"),
+    ("default_us", "default µs", "{:.2f}"),
     ("construct_us", "construct µs", "{:.1f}"),
     ("naive_us", "naive µs", "{:.1f}"),
     ("naive_vs_construct", "naive ÷ construct", "{:.1f}×"),
@@ -39,6 +40,27 @@ def validation_table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def adapters_table(views: list[dict[str, Any]]) -> str:
+    """One line per engine view and depth: the view against validating what it built."""
+    lines = ["| view | B | depth | view µs | validation µs | view ÷ validation |",
+             "|---|---|---|---:|---:|---:|"]
+    lines += [f"| {e['view']} | {e['batch']} | {e['depth']} | {e['view_us']:.1f} | "
+              f"{e['validation_us']:.1f} | {e['ratio']:.1f}× |" for e in views]
+    return "\n".join(lines)
+
+
+def from_mapping_table(entries: list[dict[str, Any]]) -> str:
+    """One line per batch size: each builder form against ``np.array`` of the same rows."""
+    forms = [f for f in ("lists", "arrays", "dense") if all(f"{f}_us" in e for e in entries)]
+    head = " | ".join(f"{f} µs | {f} ÷ np.array" for f in forms)
+    lines = [f"| B | np.array µs | {head} |",
+             "|---|---:|" + "---:|---:|" * len(forms)]
+    for e in entries:
+        cells = " | ".join(f"{e[f + '_us']:.1f} | {e[f + '_ratio']:.2f}×" for f in forms)
+        lines.append(f"| {e['batch']} | {e['np_array_us']:.1f} | {cells} |")
+    return "\n".join(lines)
+
+
 def _engine_lines(engine: dict[str, Any]) -> list[str]:
     if not engine.get("available"):
         return [f"- engine step: not measured ({engine.get('reason', 'unavailable')})"]
@@ -47,11 +69,14 @@ def _engine_lines(engine: dict[str, Any]) -> list[str]:
     return [
         f"- engine step ({engine['workload']}; {engine['steps']} steps, in lockstep): "
         f"contracts off {engine['off_ms']:.2f} ms; strict (metadata depth) "
-        f"{engine['strict_ms']:.2f} ms, {engine['strict_overhead']:+.2%}; strict full depth "
+        f"{engine['strict_ms']:.2f} ms, {engine['strict_overhead']:+.2%}; strict at the default "
+        f"depth (essential) {engine['strict_default_ms']:.2f} ms, "
+        f"{engine['strict_default_overhead']:+.2%}; strict full depth "
         f"{engine['strict_full_ms']:.2f} ms, {engine['strict_full_overhead']:+.2%} "
         f"(median of the per-step ratios to off){smoke}",
         f"- time inside contract checks, by the engine's own wall-clock tally: "
         f"{engine['strict_contract_share']:.2%} of step time (metadata depth), "
+        f"{engine['strict_default_contract_share']:.2%} (default depth), "
         f"{engine['strict_full_contract_share']:.2%} (full depth)",
     ]
 
@@ -84,9 +109,26 @@ def format_report(report: dict[str, Any]) -> str:
         "",
         f"- mode off: decorated method is the original function: {off['identity']}; "
         f"call {off['off_us']:.3f} µs vs undecorated {off['plain_us']:.3f} µs "
-        f"(guarded, strict, metadata depth: {off['strict_metadata_us']:.2f} µs)",
+        f"(guarded, strict, metadata depth: {off['strict_metadata_us']:.2f} µs; "
+        f"default depth: {off['strict_default_us']:.2f} µs)",
         *_engine_lines(report["engine"]),
         *_dp_lines(report.get("dp")),
+        "",
+        "Engine views (the view's call against validating the objects it builds):",
+        "",
+        adapters_table(report["adapters"]),
+        "",
+        "DraftTokens builders against np.array of the same rows:",
+        "",
+        from_mapping_table(report["from_mapping"]),
+        "",
+        f"- memory: validating {report['memory']['num_seqs']} seqs whose token stream is "
+        f"{report['memory']['token_bytes'] / 1024:.0f} KiB allocates "
+        f"{report['memory']['peak_bytes'] / 1024:.1f} KiB at most (no token array is copied)",
+        f"- import specguard.contracts: {report['import']['import_ms']:.1f} ms CPU beyond "
+        f"bare Python ({report['import']['bare_ms']:.1f} ms); numpy alone "
+        f"{report['import']['numpy_ms']:.1f} ms; also loads: "
+        f"{', '.join(report['import']['loads']) or 'nothing optional'}",
         "",
         "Targets:",
     ]
@@ -94,5 +136,6 @@ def format_report(report: dict[str, Any]) -> str:
         mark = "met" if target["met"] else "MISSED"
         value = target["value"]
         shown = f"{value:.3f}" if isinstance(value, float) else str(value)
-        lines.append(f"- [{mark}] {target['target']} ({shown})")
+        note = f"; {target['note']}" if target.get("note") else ""
+        lines.append(f"- [{mark}] {target['target']} ({shown}{note})")
     return "\n".join(lines)

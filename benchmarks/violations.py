@@ -65,6 +65,26 @@ def _block_missing(f: Fields) -> Fields:
     return _set(f, "block_tables", (row, last), -1)
 
 
+def _repeated_id(f: Fields) -> Fields:
+    """The last seq takes the first one's id; its draft row's owner follows (no SG115)."""
+    changed = _set(f, "seq_ids", -1, int(f["seq_ids"][0]))
+    if f.get("draft_seq_ids") is None or not bool(f["is_decode"][-1]):
+        return changed
+    return {**changed, "draft_seq_ids": _set(f, "draft_seq_ids", -1, int(f["seq_ids"][0]))[
+        "draft_seq_ids"]}
+
+
+def _swapped_owners(f: Fields) -> Fields:
+    """The first two draft rows claim each other's seq: right count, wrong order (with one
+    decode seq, its row claims a seq of no row)."""
+    owners = _copy(f["draft_seq_ids"])
+    if owners.shape[0] >= 2:
+        owners[[0, 1]] = owners[[1, 0]]
+    else:
+        owners[0] = int(f["seq_ids"].max()) + 1
+    return {**f, "draft_seq_ids": owners}
+
+
 #: rule code → how to break only that rule. SG000 and SG004 cannot be broken through a
 #: ScheduledBatch's fields (every named dimension of it has a more specific rule).
 MUTATIONS: dict[str, Mutation] = {
@@ -73,20 +93,22 @@ MUTATIONS: dict[str, Mutation] = {
     "SG003": lambda f: {**f, "token_ids": f["token_ids"].reshape(-1, 1)},
     "SG005": lambda f: {**f, "context_lens": _other_backend(f["context_lens"])},
     "SG006": lambda f: {**f, "block_size": 0},
-    "SG010": lambda f: _set(f, "seq_ids", -1, int(f["seq_ids"][0])),
+    "SG010": lambda f: _repeated_id(f),
     "SG101": lambda f: {**f, "draft_token_ids": f["draft_token_ids"][:-1]},
     "SG102": lambda f: {**f, "draft_token_ids": f["draft_token_ids"][:, :-1]},
     "SG103": _short_decode_span,
     "SG104": lambda f: {**f, "token_ids": f["token_ids"][:-1]},
     "SG105": lambda f: {**f, "context_lens": f["context_lens"][:-1]},
     "SG106": _extra_token,
-    "SG107": lambda f: _set(f, "is_decode", _first_decode(f), False),
+    "SG107": lambda f: {**_set(f, "is_decode", _first_decode(f), False),
+                        "draft_seq_ids": None},  # the rows' owners would disagree too
     "SG108": lambda f: _set(f, "draft_token_ids", (-1, 1), -1),
     "SG109": lambda f: _set(f, "num_drafts", 0, f["mtp_k"] + 1),
     "SG110": _block_missing,
     "SG111": lambda f: _set(f, "context_lens", -1, 1),
     "SG112": lambda f: _set(f, "token_ids", -1, f["vocab_size"]),
     "SG113": lambda f: _set(f, "state_slots", -1, -1),
+    "SG115": lambda f: _swapped_owners(f),
 }
 
 

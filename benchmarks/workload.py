@@ -1,7 +1,8 @@
 """The benchmark's input: a decode batch as a scheduler would hand it over.
 
-Every seq is decoding: ``mtp_k + 1`` scheduled tokens, one draft row, a block table
-padded with -1 to the longest context and a per-request state slot (so that every rule
+Every seq is decoding: ``mtp_k + 1`` scheduled tokens, one draft row and the seq it
+belongs to, a block table padded with -1 to the longest context and a per-request state
+slot (so that every rule
 of :class:`specguard.contracts.ScheduledBatch` has something to check). numpy batches use int32
 throughout; torch batches keep int64 token ids, as ``F.embedding`` wants them.
 """
@@ -33,7 +34,7 @@ MAX_CONTEXT = 4096
 
 Fields = dict[str, Any]
 
-_TORCH_INT64 = frozenset({"seq_ids", "token_ids", "draft_token_ids"})
+_TORCH_INT64 = frozenset({"seq_ids", "token_ids", "draft_token_ids", "draft_seq_ids"})
 
 
 def decode_batch(num_seqs: int, *, num_prefill: int = 0, seed: int = 0) -> Fields:
@@ -43,10 +44,12 @@ def decode_batch(num_seqs: int, *, num_prefill: int = 0, seed: int = 0) -> Field
     """
     rng = np.random.default_rng(seed)
     num_decode = num_seqs - num_prefill
+    seq_ids = rng.permutation(4 * num_seqs)[:num_seqs].astype(np.int32)
     is_decode = np.arange(num_seqs) >= num_prefill
     scheduled = np.where(is_decode, MTP_K + 1, rng.integers(1, 33, num_seqs)).astype(np.int32)
     context = rng.integers(MTP_K + 1, MAX_CONTEXT + 1, num_seqs).astype(np.int32)
-    context = np.maximum(context, scheduled)
+    # A decode seq continues a prompt prefilled before it: one token more than it schedules.
+    context = np.maximum(context, scheduled + is_decode)
     num_tokens = int(scheduled.sum())
     num_drafts = rng.integers(0, MTP_K + 1, num_decode).astype(np.int32)
     return {
@@ -55,7 +58,7 @@ def decode_batch(num_seqs: int, *, num_prefill: int = 0, seed: int = 0) -> Field
         "block_size": BLOCK_SIZE,
         "num_decode": num_decode,
         "num_tokens": num_tokens,
-        "seq_ids": rng.permutation(4 * num_seqs)[:num_seqs].astype(np.int32),
+        "seq_ids": seq_ids,
         "is_decode": is_decode,
         "num_scheduled_tokens": scheduled,
         "context_lens": context,
@@ -64,6 +67,7 @@ def decode_batch(num_seqs: int, *, num_prefill: int = 0, seed: int = 0) -> Field
         "draft_token_ids": _drafts(num_drafts, rng),
         "num_drafts": num_drafts,
         "state_slots": rng.permutation(num_seqs).astype(np.int32),
+        "draft_seq_ids": seq_ids[is_decode],
     }
 
 

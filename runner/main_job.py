@@ -98,7 +98,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     checks.add_argument("--contracts", choices=[m.value for m in contracts.Mode],
                         help="contract mode (default: SPECGUARD_MODE, else strict)")
     checks.add_argument("--depth", choices=[d.value for d in contracts.Depth],
-                        help="check depth (default: metadata; full with --fault)")
+                        help="check depth (default: essential; full with --fault)")
     checks.add_argument("--fault", choices=list(FAULTS), help="inject a catalogued bug")
     checks.add_argument("--verify", action="store_true",
                         help="compare with plain greedy decoding of the same model")
@@ -300,12 +300,18 @@ def _depth_note(fault: str | None) -> str | None:
         return None
     codes = FAULTS[fault].rules if fault else ()
     rules = [contracts.REGISTRY[c] for c in codes if c in contracts.REGISTRY]
-    value_rules = [r.code for r in rules if r.depth is contracts.Depth.FULL]
-    if value_rules:
-        return (f"  {' or '.join(value_rules)} would stop this at the boundary, but it reads "
-                "array values and the depth is metadata: rerun with --depth full")
+    depth = settings.depth
+    deeper = [r.code for r in rules if _DEPTHS.index(r.depth) > _DEPTHS.index(depth)]
+    if deeper:
+        return (f"  {' or '.join(deeper)} would stop this at the boundary, but it reads "
+                f"array values and the depth is {depth.value}: rerun with --depth full")
     return ("  value rules (ids in the vocabulary, unique seq ids, step to step) did not run "
-            "at depth metadata: rerun with --depth full to check array values at the boundary")
+            f"at depth {depth.value}: rerun with --depth full to check array values at the "
+            "boundary")
+
+
+#: The depths from the shallowest: each includes the rules of the ones before it.
+_DEPTHS = (contracts.Depth.METADATA, contracts.Depth.ESSENTIAL, contracts.Depth.FULL)
 
 
 def _late(engine: Engine) -> str:

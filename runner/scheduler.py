@@ -211,8 +211,8 @@ class Scheduler:
     def _build(self, entries: list[_Entry]) -> SchedulerOutput:
         seqs = [e.seq for e in entries]
         is_decode = np.array([e.is_decode for e in entries], dtype=bool)
-        rows, num_drafts, placeholder = self._draft_rows([e.seq for e in entries
-                                                          if e.is_decode])
+        decode = [e.seq for e in entries if e.is_decode]
+        rows, num_drafts, placeholder = self._draft_rows(decode)
         return SchedulerOutput(
             mtp_k=self.mtp_k, vocab_size=self.vocab_size, block_size=self.config.block_size,
             seq_ids=np.array([s.seq_id for s in seqs], dtype=_IDS),
@@ -222,6 +222,7 @@ class Scheduler:
             block_tables=self._block_table_rows(seqs),
             token_ids=np.concatenate([self._span(e) for e in entries]).astype(_IDS),
             draft_token_ids=rows, num_drafts=num_drafts, draft_placeholder=placeholder,
+            draft_seq_ids=np.array([s.seq_id for s in decode], dtype=_IDS),
             samples=np.array([e.samples for e in entries], dtype=bool),
             backup_token_ids=np.array([self._backup_token(e) for e in entries], dtype=_IDS))
 

@@ -42,6 +42,8 @@ class SchedulerOutput:
     """Per seq: the prompt token after a middle chunk, which the drafter reads in place of
     a sampled token (others hold their last scheduled token)."""
     draft_placeholder: int | None = None
+    draft_seq_ids: np.ndarray | None = None
+    """The seq each draft row was made for, so the contract checks rows are in order."""
 
     @property
     def num_decode(self) -> int:
@@ -70,5 +72,5 @@ def scheduled_batch(out: SchedulerOutput) -> contracts.ScheduledBatch:
 _BATCH_FIELDS = (
     "mtp_k", "vocab_size", "block_size", "num_decode", "num_tokens", "seq_ids", "is_decode",
     "num_scheduled_tokens", "context_lens", "block_tables", "token_ids", "draft_token_ids",
-    "num_drafts", "draft_placeholder",
+    "num_drafts", "draft_placeholder", "draft_seq_ids",
 )

@@ -17,11 +17,19 @@ build maps each onto its place under ``specguard`` (``package-dir`` in pyproject
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
-
-try:
-    __version__ = version("specguard")
-except PackageNotFoundError:  # pragma: no cover - running from an unbuilt tree
-    __version__ = "0.0.0+unknown"
-
 __all__ = ["__version__"]
+
+
+def __getattr__(name: str) -> str:
+    """``__version__``, read from the package metadata on first use: importlib.metadata
+    costs more than the rest of ``import specguard.contracts``, which never needs it."""
+    if name != "__version__":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        found = version("specguard")
+    except PackageNotFoundError:  # pragma: no cover - running from an unbuilt tree
+        found = "0.0.0+unknown"
+    globals()["__version__"] = found
+    return found

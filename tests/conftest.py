@@ -29,7 +29,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 @pytest.fixture(autouse=True)
 def _default_config():
     """Isolate tests from each other's config changes and counters."""
-    previous = contracts.configure(mode="strict", depth="metadata", collect="first",
+    previous = contracts.configure(mode="strict", depth="essential", collect="first",
                                    device_values="deferred")
     contracts.STATS.reset()
     yield

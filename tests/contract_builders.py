@@ -26,7 +26,7 @@ _SCHEDULED: dict[str, Any] = {
     "seq_ids": np.array([40, 41, 42, 43, 44]),
     "is_decode": np.array([True, False, True, False, True]),
     "num_scheduled_tokens": np.array([3, 4, 3, 2, 3]),
-    "context_lens": np.array([9, 4, 17, 6, 3]),
+    "context_lens": np.array([9, 4, 17, 6, 4]),
     "block_tables": np.array([
         [0, 1, 2, -1, -1],
         [3, -1, -1, -1, -1],

@@ -12,12 +12,16 @@ __all__ = [
     "ceil_div",
     "clip_columns",
     "host_value",
+    "last_block",
     "number_text",
     "row_col",
     "row_entries",
     "value_text",
     "within_columns",
 ]
+
+
+_INT32_MAX = 2**31 - 1
 
 
 def arange_like(a: Any, n: int) -> Any:
@@ -29,12 +33,32 @@ def arange_like(a: Any, n: int) -> Any:
     return torch.arange(n, device=a.device)
 
 
-def ceil_div(a: Any, divisor: int) -> Any:
-    """``(a + divisor - 1) // divisor``; a shift (the same floor) for powers of two."""
-    size = int(divisor)
+def last_block(lengths: Any, block_size: int) -> Any:
+    """``(lengths - 1) // block_size``: the last block a context needs (-1 when empty).
+
+    ``ceil(n / size) - 1`` computed without ever going past ``n``, so int32 lengths near
+    2**31 cannot wrap (``n + size - 1`` would); a shift (the same floor) for powers of two.
+    """
+    size = int(block_size)
+    if size > _INT32_MAX:  # a divisor past the dtype's range: every length needs 1 block
+        size = min(size, _int_max(lengths))
     if size > 0 and size & (size - 1) == 0:
-        return (a + (divisor - 1)) >> (size.bit_length() - 1)
-    return (a + (divisor - 1)) // divisor
+        return (lengths - 1) >> (size.bit_length() - 1)
+    return (lengths - 1) // size
+
+
+def ceil_div(a: Any, divisor: int) -> Any:
+    """``ceil(a / divisor)`` for non-negative ``a``, as :func:`last_block` plus one: it
+    cannot wrap where ``a + divisor - 1`` would."""
+    return last_block(a, divisor) + 1
+
+
+def _int_max(a: Any) -> int:
+    if isinstance(a, np.ndarray):
+        return int(np.iinfo(a.dtype).max)
+    import torch
+
+    return int(torch.iinfo(a.dtype).max)
 
 
 def within_columns(columns: Any, width: int) -> bool:
@@ -47,7 +71,9 @@ def within_columns(columns: Any, width: int) -> bool:
     if not isinstance(columns, np.ndarray) or columns.size == 0:
         return False
     unsigned = UNSIGNED.get(columns.dtype)
-    return unsigned is not None and bool(np.maximum.reduce(columns.view(unsigned), None) < width)
+    # A width past the signed range would let a negative column's unsigned image pass.
+    return unsigned is not None and width <= 2 ** (8 * columns.itemsize - 1) and bool(
+        np.maximum.reduce(columns.view(unsigned), None) < width)
 
 
 def clip_columns(columns: Any, width: int) -> Any:

@@ -8,6 +8,7 @@ import numpy as np
 from specguard.contracts._boundaries._ops import host_value, number_text, value_text
 from specguard.contracts._boundaries._types import Array, Index
 from specguard.contracts._core._arrays import array_kind, is_host
+from specguard.contracts._core._config import Depth
 from specguard.contracts._core._contract import BoundaryObject, boundary_object
 from specguard.contracts._core._registry import Boundary, rule
 from specguard.contracts._core._values import Values
@@ -30,7 +31,8 @@ class _TokenStream(BoundaryObject):
         return position if 0 <= position < starts.shape[0] - 1 else None
 
 
-@boundary_object(Boundary.MODEL_INPUT, minimums={"vocab_size": 1, "num_slots": 1, "num_tokens": 0})
+@boundary_object(Boundary.MODEL_INPUT, minimums={
+    "vocab_size": 1, "num_slots": 1, "num_tokens": 0, "max_model_len": 1})
 class ModelInput(_TokenStream):
     """What the runner feeds the target model: flat ids, positions and KV slots."""
 
@@ -50,9 +52,13 @@ class ModelInput(_TokenStream):
     """KV-cache slot each token writes, or ``-1`` for padding."""
     query_start_loc: Index[Array, "num_seqs+1"]
     """Start of each seq's span in the flat stream, then ``num_tokens``."""
+    max_model_len: int | None = None
+    """The model's context limit (its rotary table's length), when the runner knows it:
+    every position is below it."""
 
 
-@boundary_object(Boundary.DRAFT_INPUT, minimums={"vocab_size": 1, "num_tokens": 0})
+@boundary_object(Boundary.DRAFT_INPUT, minimums={
+    "vocab_size": 1, "num_tokens": 0, "max_model_len": 1})
 class DrafterInput(_TokenStream):
     """What the MTP head embeds: shifted ids, positions and the index to sample from."""
 
@@ -70,6 +76,9 @@ class DrafterInput(_TokenStream):
     """Start of each seq's span in the flat stream, then ``num_tokens``."""
     sample_indices: Index[Array, "num_seqs"]
     """Per seq, the flat index of the token whose hidden state drafts the next token."""
+    max_model_len: int | None = None
+    """The drafter's context limit (its rotary table's length), when the runner knows it:
+    every position is below it."""
 
 
 _EMBEDDED = ("ModelInput", "DrafterInput")
@@ -78,12 +87,14 @@ _EMBEDDED = ("ModelInput", "DrafterInput")
 @rule("SG301", "no sentinel reaches an embedding",
       boundary=Boundary.DRAFT_INPUT, applies_to=_EMBEDDED, fields={"input_ids", "vocab_size"},
       bug="vLLM #26231: a -1 from a discarded chunked-prefill row reached the MTP head's "
-      "embed_tokens (device assert at TP=1, silent zero embedding at TP>1).")
+      "embed_tokens (device assert at TP=1, silent zero embedding at TP>1).",
+      depth=Depth.ESSENTIAL)
 def _embedded_ids(obj: Any, values: Values) -> Finding | None:
     """Padded speculation marks discarded rows with -1, and async scheduling leaves -1
     placeholders. Embedding layers mask out-of-range ids only at TP>1, so a sentinel is a
     device-side assert on one GPU and a silent zero embedding on many. Checked at the
-    hand-over, before any lookup."""
+    hand-over, before any lookup, at the default depth: one maximum over the ids on the
+    host, a deferred verdict (no sync) on a device."""
     ids = obj.input_ids
     return values.outside(ids, 0, obj.vocab_size, lambda i: Finding(
         f"input id{value_text(ids, i)}", "input_ids", token=i,
@@ -105,15 +116,59 @@ def _sample_indices(obj: DrafterInput, values: Values) -> Finding | None:
         f"[{host_value(starts, i)}, {host_value(starts, i + 1)})", "sample_indices", position=i))
 
 
-@rule("SG303", "positions are non-negative",
-      boundary=Boundary.DRAFT_INPUT, applies_to=_EMBEDDED, fields={"positions"},
+@rule("SG303", "positions are within max_model_len and contiguous in each span",
+      boundary=Boundary.DRAFT_INPUT, applies_to=_EMBEDDED,
+      fields={"positions", "query_start_loc", "max_model_len"},
       bug="vLLM #21986: drafter positions beyond its max_model_len (device assert at .tolist()).")
 def _positions(obj: Any, values: Values) -> Finding | None:
     """Positions index rotary tables; a negative position wraps to the end of the table
-    in Python indexing and reads garbage on the device."""
-    positions = obj.positions
-    return values.any_true(positions < 0, lambda i: Finding(
-        f"position{value_text(positions, i)}", "positions", token=i, expected=">= 0"))
+    in Python indexing and reads garbage on the device, and one at or past
+    ``max_model_len`` (when the object carries it) reads past the table. Inside one seq's
+    span the tokens are consecutive, so each position is the previous one plus one; a
+    gap or a repeat gives a token another token's rotary phase."""
+    positions, limit = obj.positions, obj.max_model_len
+    expected = ">= 0" if limit is None else f"0 <= position < max_model_len={limit}"
+    def explain(i: int) -> Finding:
+        return Finding(f"position{value_text(positions, i)}", "positions", token=i,
+                       expected=expected)
+
+    found = values.below(positions, 0, explain) if limit is None \
+        else values.outside(positions, 0, int(limit), explain)
+    count = positions.shape[0]
+    if found or count < 2:
+        return found
+    steps = _steps_within_spans(positions, obj.query_start_loc, count)
+    if steps is None:
+        return None  # spans SG304 rejects say nothing about where positions restart
+    return values.any_true(steps != 1, lambda i: Finding(
+        f"position{value_text(positions, i)} follows{number_text(positions, i - 1)} in the "
+        "same span", "positions", token=i, expected="the previous position + 1"))
+
+
+_count_nonzero = np.count_nonzero
+
+
+def _steps_within_spans(positions: Any, starts: Any, count: int) -> Any:
+    """Per token, its position minus the previous token's, and 1 where a span begins.
+
+    Positions are in range by then, so no difference can wrap. Spans must be sound
+    (SG304's verdict): on the host unsound ones give None; on a device, where reading
+    the verdict would sync, every step is forced to 1 instead.
+    """
+    if isinstance(positions, np.ndarray):
+        if starts[0] != 0 or starts[-1] != count or _count_nonzero(starts[1:] < starts[:-1]):
+            return None
+        host = np.empty(count + 1, dtype=positions.dtype)
+        np.subtract(positions[1:], positions[:-1], out=host[1:count])
+        host[starts] = 1  # the first token of every span (and both ends) starts afresh
+        return host
+    import torch
+
+    steps = torch.ones(count + 1, dtype=positions.dtype, device=positions.device)
+    steps[1:count] = positions[1:] - positions[:-1]
+    steps.index_fill_(0, starts.clamp(0, count).long(), 1)
+    sound = (starts[0] == 0) & (starts[-1] == count) & (starts[1:] >= starts[:-1]).all()
+    return torch.where(sound, steps, torch.ones_like(steps))
 
 
 @rule("SG304", "query_start_loc runs from 0 to num_tokens without going back",

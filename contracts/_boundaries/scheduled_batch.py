@@ -6,9 +6,11 @@ from typing import Any
 
 import numpy as np
 from specguard.contracts._boundaries._ops import (
-    ceil_div,
+    arange_like,
     clip_columns,
     host_value,
+    last_block,
+    number_text,
     row_col,
     row_entries,
     value_text,
@@ -16,9 +18,10 @@ from specguard.contracts._boundaries._ops import (
 )
 from specguard.contracts._boundaries._types import Array, Bool, Index
 from specguard.contracts._core._arrays import array_kind, dtype_name, is_host
+from specguard.contracts._core._config import Depth
 from specguard.contracts._core._contract import BoundaryObject, boundary_object
 from specguard.contracts._core._registry import Boundary, rule
-from specguard.contracts._core._values import Values
+from specguard.contracts._core._values import Values, scalar_mask
 from specguard.contracts._core._violation import Finding
 
 __all__ = ["ScheduledBatch"]
@@ -64,6 +67,9 @@ class ScheduledBatch(BoundaryObject):
     """Real drafts in each row, in ``[0, mtp_k]``; the rest of the row is placeholder."""
     state_slots: Index[Array, "num_seqs"] | None = None
     """Per-request state slot (hybrid/linear-attention models), when the model has one."""
+    draft_seq_ids: Index[Array, "num_decode"] | None = None
+    """The seq each draft row was made for (``DraftTokens.seq_ids``), when known: row
+    ``i`` must belong to the ``i``-th decode seq in batch order."""
     draft_placeholder: int | None = None
     """A draft value the runner overwrites before embedding (e.g. vLLM's async ``-1``)."""
 
@@ -144,7 +150,7 @@ def _decode_width(batch: ScheduledBatch, values: Values) -> Finding | None:
     drafts. The runner reshapes the decode tokens to (num_decode, mtp_k+1), positions are
     tiled from it, and CUDA graphs are keyed by it; one seq with another count shifts
     every later span."""
-    width = batch.mtp_k + 1
+    width = int(batch.mtp_k) + 1  # a numpy int8 mtp_k of 127 would wrap to -128
     bad = batch.is_decode & (batch.num_scheduled_tokens != width)
     return values.any_true(bad, lambda i: Finding(
         f"decode seq scheduled {host_value(batch.num_scheduled_tokens, i)} tokens",
@@ -158,8 +164,15 @@ def _decode_width(batch: ScheduledBatch, values: Values) -> Finding | None:
 def _token_total(batch: ScheduledBatch, values: Values) -> Finding | None:
     """The runner allocates and slices its flat buffers by the total, and each seq's
     span by the per-seq counts; when they disagree the last spans read stale tokens or
-    run past the end."""
-    total = batch.num_scheduled_tokens.sum()
+    run past the end. Each count is first held to [0, num_tokens]: then the int64 sum
+    cannot wrap round to num_tokens (huge counts, or negative ones, could)."""
+    counts = batch.num_scheduled_tokens
+    found = values.outside(counts, 0, int(batch.num_tokens) + 1, lambda i: Finding(
+        f"seq scheduled{number_text(counts, i)} tokens", "num_scheduled_tokens",
+        position=i, expected=f"0..num_tokens={batch.num_tokens}"))
+    if found:
+        return found
+    total = counts.sum()
     return values.any_true(total != batch.num_tokens, lambda _: Finding(
         "sum(num_scheduled_tokens) differs from num_tokens", "num_scheduled_tokens",
         expected=f"num_tokens={batch.num_tokens}", actual=str(host_value(total, 0))))
@@ -206,7 +219,8 @@ def _draft_ids(obj: Any, values: Values) -> Finding | None:
 
     if placeholder is None:
         return values.outside(drafts, 0, obj.vocab_size, explain)
-    bad = (drafts != placeholder) & ((drafts < 0) | (drafts >= obj.vocab_size))
+    bad = scalar_mask(drafts, "ne", placeholder) & (
+        scalar_mask(drafts, "lt", 0) | scalar_mask(drafts, "ge", obj.vocab_size))
     return values.any_true(bad, explain)
 
 
@@ -219,7 +233,7 @@ def _draft_counts(obj: Any, values: Values) -> Finding | None:
     may be accepted and how many are placeholders."""
     counts = obj.num_drafts
     locate = getattr(obj, "_sg_decode_row_position", None)
-    return values.outside(counts, 0, obj.mtp_k + 1, lambda i: Finding(
+    return values.outside(counts, 0, int(obj.mtp_k) + 1, lambda i: Finding(
         f"row {i} claims {host_value(counts, i)} drafts", "num_drafts",
         position=locate(i) if locate else i, expected=f"0..mtp_k={obj.mtp_k}"))
 
@@ -231,16 +245,16 @@ def _draft_counts(obj: Any, values: Values) -> Finding | None:
 def _block_tables(batch: ScheduledBatch, values: Values) -> Finding | None:
     """Attention builds slot mappings from the block table truncated to
     cdiv(context_len, block_size) blocks; a missing block points the kernel at padding.
-    Checked in O(num_seqs): the first and the last needed block of each seq."""
+    Every needed block is checked, in one pass over the table; the first and the last
+    are checked first, in O(num_seqs), because that is where a short table shows."""
     tables, lens = batch.block_tables, batch.context_lens
     num_seqs, max_blocks = tables.shape[0], tables.shape[1]
-    needed = ceil_div(lens, batch.block_size)
-    last = needed - 1
+    last = last_block(lens, batch.block_size)
     # Every seq normally needs 1..max_blocks blocks: when one maximum shows that on the
     # host, no seq is short and no column needs clipping.
     if not within_columns(last, max_blocks):
-        found = values.above(needed, max_blocks, lambda i: Finding(
-            f"context needs {host_value(needed, i)} blocks, table has {max_blocks} columns",
+        found = values.above(last, max_blocks - 1, lambda i: Finding(
+            f"context needs {_count_text(last, i)} blocks, table has {max_blocks} columns",
             "block_tables", position=i))
         if found or num_seqs == 0:
             return found
@@ -250,22 +264,103 @@ def _block_tables(batch: ScheduledBatch, values: Values) -> Finding | None:
     # One strided column and one gather, never the padded table; for integers,
     # a | b is negative exactly when a or b is.
     first_or_last = tables[:, 0] | row_entries(tables, last)
-    return values.below(first_or_last, 0, lambda i: Finding(
+    found = values.below(first_or_last, 0, lambda i: Finding(
         "block table is empty or ends before the context does", "block_tables", position=i))
+    if found:
+        return found
+    return _padding_inside(tables, last, values)
+
+
+def _padding_inside(tables: Any, last: Any, values: Values) -> Finding | None:
+    """The first seq with padding between its first and its last needed block.
+
+    On the host: a table whose columns all alias column 0 (a broadcast view) has been
+    checked already; a small one takes a mask of the columns some seq needs; a large
+    C-contiguous one takes one minimum per seq over exactly its middle blocks
+    (``reduceat``: nothing as large as the table is allocated); any other, the mask. On
+    a device the mask spans every column, since reading the widest need would sync.
+    """
+    max_blocks = tables.shape[1]
+    host = isinstance(tables, np.ndarray) and isinstance(last, np.ndarray)
+    if host and (tables.strides[1] == 0 or tables.shape[0] == 0):
+        return None
+    end = int(np.maximum.reduce(last, None)) if host else max_blocks
+    if end <= 1:
+        return None  # no seq needs a block between its first and its last
+    width = end - 1
+    small = host and tables.shape[0] * width <= _SMALL_REGION
+    if host and not small and tables.flags.c_contiguous:
+        return _padding_inside_rows(tables, last, values)
+    middle = tables[:, 1:end]
+    columns = _MIDDLE_COLUMNS[:width] if small else arange_like(tables, width) + 1
+    inner = columns[None, :] < last[:, None]
+
+    def explain(i: int) -> Finding:
+        row, col = row_col(i, width)
+        return _padding_finding(row, col + 1, host_value(middle, i), last)
+
+    return values.any_true(inner & (middle < 0), explain)
+
+
+# Up to this many middle blocks a mask is cheapest; past it, one minimum per seq.
+_SMALL_REGION = 4096
+_MIDDLE_COLUMNS = np.arange(1, _SMALL_REGION + 1)
+
+
+def _padding_inside_rows(tables: np.ndarray, last: np.ndarray, values: Values) -> Finding | None:
+    rows = np.flatnonzero(last > 1)
+    if rows.shape[0] == 0:
+        return None
+    starts = rows * tables.shape[1] + 1
+    bounds = np.empty(2 * rows.shape[0], dtype=np.intp)
+    bounds[0::2] = starts
+    bounds[1::2] = starts + last[rows] - 1  # each seq's middle: columns 1 .. last - 1
+    lowest = np.minimum.reduceat(tables.reshape(-1), bounds)[0::2]
+
+    def explain(j: int) -> Finding:
+        row = int(rows[j])
+        col = 1 + int(np.flatnonzero(tables[row, 1 : int(last[row])] < 0)[0])
+        return _padding_finding(row, col, int(tables[row, col]), last)
+
+    return values.below(lowest, 0, explain)
+
+
+def _padding_finding(row: int, col: int, value: int | None, last: Any) -> Finding:
+    shown = "" if value is None else f" is {value}"
+    return Finding(f"block {col}{shown}, padding inside the {_count_text(last, row)} blocks "
+                   "the context needs", "block_tables", position=row)
+
+
+def _count_text(last: Any, i: int) -> str:
+    """How many blocks seq ``i`` needs, when readable on the host."""
+    index = host_value(last, i)
+    return "more" if index is None else str(index + 1)
 
 
 @rule("SG111", "context lengths cover the scheduled tokens",
       boundary=Boundary.SCHEDULE, applies_to=_BATCH,
-      fields={"context_lens", "num_scheduled_tokens"},
+      fields={"context_lens", "num_scheduled_tokens", "is_decode"},
       bug="ATOM C11: decode context_lens minus num_rejected must stay >= mtp_k+1.")
 def _context(batch: ScheduledBatch, values: Values) -> Finding | None:
     """Positions are computed as context_len - scheduled + arange(scheduled); a context
-    shorter than the scheduled tokens yields negative positions."""
-    bad = batch.context_lens < batch.num_scheduled_tokens
-    return values.any_true(bad, lambda i: Finding(
-        f"context length {host_value(batch.context_lens, i)} is shorter than the "
-        f"{host_value(batch.num_scheduled_tokens, i)} scheduled tokens", "context_lens",
-        position=i))
+    shorter than the scheduled tokens yields negative positions. A decode seq continues
+    a prompt that was prefilled in earlier steps, so its context holds at least one token
+    before its mtp_k+1 scheduled ones: a decode context of exactly mtp_k+1 has no prompt
+    at all (its anchor was sampled from nothing) and is rejected. A first prefill chunk
+    may fill its whole context."""
+    context, scheduled = batch.context_lens, batch.num_scheduled_tokens
+    bad = (context < scheduled) | (batch.is_decode & (context == scheduled))
+
+    def explain(i: int) -> Finding:
+        length, count = host_value(context, i), host_value(scheduled, i)
+        if length is not None and length == count:
+            return Finding(f"decode seq has context length {length}, only its {count} "
+                           "scheduled tokens: no prompt before them", "context_lens",
+                           position=i, expected=f"> {count}")
+        return Finding(f"context length {length} is shorter than the {count} scheduled "
+                       "tokens", "context_lens", position=i)
+
+    return values.any_true(bad, explain)
 
 
 @rule("SG112", "scheduled token ids are valid vocabulary ids",
@@ -294,3 +389,48 @@ def _state_slots(batch: ScheduledBatch, values: Values) -> Finding | None:
         f"state slot{value_text(slots, i)}", "state_slots", position=i, expected=">= 0"))
 
 
+
+
+@rule("SG115", "draft row i belongs to decode seq i",
+      boundary=Boundary.SCHEDULE, applies_to=_BATCH,
+      fields={"draft_seq_ids", "seq_ids", "is_decode"}, depth=Depth.ESSENTIAL,
+      bug="ATOM seed family: draft rows keyed by the wrong anchor; right count, rows "
+      "permuted between seqs, so each seq verifies another seq's drafts.")
+def _draft_owners(batch: ScheduledBatch, values: Values) -> Finding | None:
+    """The runner reads draft row ``i`` for the ``i``-th decode seq in batch order. Rows
+    with the right count but in another order pass every shape check, and each seq then
+    verifies a neighbour's drafts: acceptance collapses, or a wrong token is accepted.
+    When the batch says which seq each row was made for, the order is checked at the
+    default depth: one gather and one comparison, a deferred verdict on a device."""
+    owners = batch.draft_seq_ids
+    if owners is None:
+        return None
+    flags, ids = batch.is_decode, batch.seq_ids
+    if isinstance(flags, np.ndarray):
+        decoding = int(np.count_nonzero(flags))
+        if decoding != owners.shape[0]:
+            return Finding(
+                f"is_decode marks {decoding} decode seqs for {owners.shape[0]} draft rows",
+                "draft_seq_ids", expected=f"{owners.shape[0]} decode seqs",
+                actual=str(decoding))
+        if decoding == flags.shape[0]:  # an all-decode batch: row i is seq i, no gather
+            return values.any_true(ids != owners, lambda row: _foreign_row(batch, row, row))
+        positions = np.flatnonzero(flags)
+        return values.any_true(ids[positions] != owners, lambda row: _foreign_row(
+            batch, row, int(positions[row])))
+    if owners.shape[0] == 0:
+        return values.any_true(flags, lambda p: Finding(
+            "decode seq without a draft row", "draft_seq_ids", position=p))
+    # No sync on a device: decode position p reads row cumsum(is_decode)[p] - 1.
+    rows = (flags.cumsum(0) - 1).clamp(0, owners.shape[0] - 1)
+    wrong = flags & (owners[rows] != ids)
+    return values.any_true(wrong, lambda p: Finding(
+        "draft row belongs to another seq", "draft_seq_ids", position=p))
+
+
+def _foreign_row(batch: ScheduledBatch, row: int, position: int) -> Finding:
+    owner = host_value(batch.draft_seq_ids, row)
+    seq_id = host_value(batch.seq_ids, position)
+    return Finding(f"draft row {row} belongs to seq {owner}", "draft_seq_ids",
+                   position=position, seq_id=seq_id, expected=f"seq {seq_id}",
+                   actual=f"seq {owner}")

@@ -6,7 +6,7 @@ from specguard.contracts._boundaries._ops import arange_like, host_value, row_co
 from specguard.contracts._boundaries._types import Array, Index
 from specguard.contracts._core._contract import BoundaryObject, boundary_object
 from specguard.contracts._core._registry import Boundary, rule
-from specguard.contracts._core._values import Values
+from specguard.contracts._core._values import Values, scalar_mask
 from specguard.contracts._core._violation import Finding
 
 __all__ = ["PLACEHOLDER", "VerifyOutput"]
@@ -46,7 +46,7 @@ def _accepted(out: VerifyOutput, values: Values) -> Finding | None:
     """The accepted count indexes the next anchor (row[a]) and sets how far the KV cache
     rolls back (k - a rejected); outside [0, k] both land in another row or slot."""
     accepted = out.num_accepted
-    return values.outside(accepted, 0, out.mtp_k + 1, lambda i: Finding(
+    return values.outside(accepted, 0, int(out.mtp_k) + 1, lambda i: Finding(
         f"accepted count{value_text(accepted, i)}", "num_accepted", position=i,
         expected=f"0..mtp_k={out.mtp_k}"))
 
@@ -60,10 +60,10 @@ def _layout(out: VerifyOutput, values: Values) -> Finding | None:
     """Every consumer (the scheduler's delivery, the drafter's next-token pick, the
     acceptance statistics) trusts the layout instead of scanning for -1: real tokens in
     the first num_accepted + 1 columns, -1 after them, nothing else."""
-    tokens, width = out.token_ids, out.mtp_k + 1
+    tokens, width = out.token_ids, int(out.mtp_k) + 1
     columns = arange_like(tokens, width)
     real = columns[None, :] <= out.num_accepted[:, None]
-    bad_real = real & ((tokens < 0) | (tokens >= out.vocab_size))
+    bad_real = real & (scalar_mask(tokens, "lt", 0) | scalar_mask(tokens, "ge", out.vocab_size))
     bad_pad = ~real & (tokens != PLACEHOLDER)
 
     def explain(i: int) -> Finding:

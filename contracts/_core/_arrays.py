@@ -18,10 +18,19 @@ __all__ = [
     "describe",
     "dtype_name",
     "host_value",
+    "int_text",
     "is_host",
     "is_int",
+    "short_repr",
     "torch_module",
 ]
+
+#: Longest text a message quotes from a value; the rest is elided with its length.
+TEXT_LIMIT = 60
+# Past this many bits an integer's decimal form is long (and past ~14,000 bits Python
+# refuses to write it at all): messages give its sign and size instead.
+_INT_BITS_LIMIT = 128
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 #: The unsigned twin of each index dtype. Viewed as unsigned, a negative id wraps to a
 #: huge value, so one maximum answers "is every element in ``[0, hi)``?".
@@ -59,13 +68,18 @@ def array_kind(value: object) -> str | None:
         return None if isinstance(value, np.ma.MaskedArray) else "numpy"
     torch = torch_module()
     if torch is not None and isinstance(value, torch.Tensor):
-        return "torch"
+        # Sparse (and other non-strided) layouts store only some entries: reductions
+        # skip the rest, and most value operations do not exist for them at all.
+        return "torch" if value.layout is torch.strided else None
     return None
 
 
 def is_int(value: object) -> TypeGuard[int | np.integer[Any]]:
-    """A Python or numpy integer, not a bool: what engines use for ids and counts."""
-    return type(value) is int or isinstance(value, np.integer)
+    """A Python or numpy integer, not a bool, that fits int64: what engines use for ids
+    and counts. A larger one (``2**63``, ``np.uint64(2**64 - 1)``) is no id or count of
+    any engine: callers leave it to the contract, which reports its type or dtype."""
+    return (type(value) is int or isinstance(value, np.integer)) \
+        and bool(_INT64_MIN <= value <= _INT64_MAX)
 
 
 def dtype_name(value: Any) -> str:
@@ -90,12 +104,36 @@ def host_value(a: Any, flat_index: int) -> int | None:
     return int(flat[flat_index])
 
 
+def int_text(value: int) -> str:
+    """``str(value)``, or its sign and size when the decimal form would be huge."""
+    number = int(value)
+    bits = number.bit_length()
+    if bits <= _INT_BITS_LIMIT:
+        return str(number)
+    return f"{'-' if number < 0 else ''}<integer of {bits} bits>"
+
+
+def short_repr(value: object, limit: int = TEXT_LIMIT) -> str:
+    """``repr(value)``, cut to ``limit`` characters for strings and bytes, sized for ints."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return int_text(value)
+    if isinstance(value, str | bytes) and len(value) > limit:
+        unit = "characters" if isinstance(value, str) else "bytes"
+        return f"{value[:limit]!r}... ({len(value)} {unit})"
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}..."
+
+
 def describe(value: object) -> str:
     """A compact summary, never the values: ``i32[127,3]``, ``i64[8]@cuda:0``, ``list``."""
     kind = array_kind(value)
     if kind is None:
         if value is None or isinstance(value, bool | int | float | str):
-            return repr(value)
+            return short_repr(value)
+        layout = getattr(value, "layout", None)
+        torch = torch_module()
+        if torch is not None and isinstance(value, torch.Tensor) and layout is not None:
+            return f"{str(layout).removeprefix('torch.')} tensor"
         return type(value).__name__
     array: Any = value
     name = dtype_name(array)

@@ -1,7 +1,7 @@
 """Modes and depths: read once from the environment, changed from code or for a block.
 
 ``SPECGUARD_MODE``      off | warn | strict       (default strict)
-``SPECGUARD_DEPTH``     metadata | full           (default metadata)
+``SPECGUARD_DEPTH``     metadata | essential | full  (default essential)
 ``SPECGUARD_COLLECT``   first | all               (default first)
 ``SPECGUARD_DEVICE_VALUES`` deferred | assert | sync  (default deferred)
 
@@ -17,7 +17,9 @@ import enum
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
+from typing import TypeVar
 
+from specguard.contracts._core._arrays import short_repr
 from specguard.contracts._core._errors import ConfigError
 
 __all__ = [
@@ -29,6 +31,7 @@ __all__ = [
     "checking",
     "configure",
     "current",
+    "parse_setting",
 ]
 
 
@@ -41,9 +44,17 @@ class Mode(str, enum.Enum):
 
 
 class Depth(str, enum.Enum):
-    """How deep a check looks: shapes, dtypes and scalars only, or array values too."""
+    """How deep a check looks, each depth including the one before.
+
+    ``metadata`` reads types, dtypes, shapes and scalars only; ``essential`` (the
+    default) adds the few cheap value rules registered at this depth, the ones that stop
+    a known crash (an id outside the vocabulary reaching an embedding, a draft row handed
+    to another seq): one vectorised pass on host arrays, a deferred verdict with no sync
+    on device tensors; ``full`` runs every value rule.
+    """
 
     METADATA = "metadata"
+    ESSENTIAL = "essential"
     FULL = "full"
 
 
@@ -72,7 +83,7 @@ class Config:
     """The settings every check reads; immutable, replaced as a whole."""
 
     mode: Mode = Mode.STRICT
-    depth: Depth = Depth.METADATA
+    depth: Depth = Depth.ESSENTIAL
     collect: Collect = Collect.FIRST
     device_values: DeviceValues = DeviceValues.DEFERRED
 
@@ -85,16 +96,24 @@ _ENV_FIELDS: Mapping[str, tuple[str, type[enum.Enum]]] = {
 }
 
 
-def _parse(enum_type: type[enum.Enum], value: object, source: str) -> enum.Enum:
+E = TypeVar("E", bound=enum.Enum)
+
+
+def parse_setting(enum_type: type[E], value: object, source: str) -> E:
+    """``value`` as a member of ``enum_type`` (any case, spaces trimmed); ConfigError if not."""
     if isinstance(value, enum_type):
         return value
-    allowed = ", ".join(repr(m.value) for m in enum_type)
     if isinstance(value, str):
+        try:
+            return enum_type(value)  # the common spelling: one dictionary lookup
+        except ValueError:
+            pass
         try:
             return enum_type(value.strip().lower())
         except ValueError:
             pass
-    raise ConfigError(f"{source} must be one of {allowed}; got {value!r}")
+    allowed = ", ".join(repr(m.value) for m in enum_type)
+    raise ConfigError(f"{source} must be one of {allowed}; got {short_repr(value)}")
 
 
 def from_environ(environ: Mapping[str, str]) -> Config:
@@ -103,7 +122,7 @@ def from_environ(environ: Mapping[str, str]) -> Config:
     for variable, (name, enum_type) in _ENV_FIELDS.items():
         raw = environ.get(variable)
         if raw is not None and raw.strip():
-            values[name] = _parse(enum_type, raw, variable)
+            values[name] = parse_setting(enum_type, raw, variable)
     return replace(Config(), **values)  # type: ignore[arg-type]
 
 
@@ -126,7 +145,7 @@ def _updated(base: Config, changes: Mapping[str, object]) -> Config:
             continue
         if name not in fields:
             raise ConfigError(f"unknown setting {name!r}; known: {', '.join(fields)}")
-        parsed[name] = _parse(fields[name], value, name)
+        parsed[name] = parse_setting(fields[name], value, name)
     return replace(base, **parsed)  # type: ignore[arg-type]
 
 

@@ -8,6 +8,7 @@ check (once, here), and validates every instance when it is built.
 from __future__ import annotations
 
 import dataclasses
+import sys
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -16,7 +17,11 @@ from specguard.contracts._core._fields import compile_fields
 from specguard.contracts._core._metadata import compile_fast_check
 from specguard.contracts._core._registry import Boundary
 from specguard.contracts._core._validate import Plan, validate
-from typing_extensions import dataclass_transform
+
+if sys.version_info >= (3, 11):  # typing has it: one import less at start-up
+    from typing import dataclass_transform
+else:  # pragma: no cover - Python 3.10
+    from typing_extensions import dataclass_transform
 
 __all__ = ["BoundaryObject", "boundary_object"]
 
@@ -29,6 +34,15 @@ class BoundaryObject:
     __slots__ = ()
     __sg_plan__: Plan
     __sg_boundary__: str
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        inherited: Plan | None = getattr(cls, "__sg_plan__", None)
+        if inherited is not None:
+            # A subclass is checked by its parent's fields and rules, but learns its own
+            # field names: a plan shared with the parent would copy the subclass's extra
+            # fields into the parent's objects.
+            cls.__sg_plan__ = inherited.for_subclass()
 
     def __post_init__(self) -> None:
         validate(self)

@@ -18,7 +18,7 @@ from specguard.contracts._core._arrays import (
     array_kind,
     describe,
     dtype_name,
-    is_int,
+    int_text,
     torch_module,
 )
 from specguard.contracts._core._dims import dimension
@@ -30,6 +30,8 @@ __all__ = ["MetadataFinding", "compile_fast_check", "metadata_findings"]
 MetadataFinding = tuple[str, Finding]
 
 _DTYPE_SETS: list[tuple[set[Any], frozenset[str]]] = []
+# The globals of every generated check: torch's names are filled in once it shows up.
+_NAMESPACES: list[dict[str, Any]] = []
 _torch_registered = False
 
 
@@ -62,7 +64,14 @@ def _is_tensor_type(kind: type) -> bool:
         _torch_registered = True
         for allowed, names in _DTYPE_SETS:
             _add_torch_dtypes(allowed, names)
+        for namespace in _NAMESPACES:
+            namespace["strided"] = torch.strided
     return True
+
+
+def _is_int(value: object) -> bool:
+    # Any size: a scalar past int64 is an int out of its range (SG006), not a wrong type.
+    return type(value) is int or isinstance(value, np.integer)
 
 
 class _Source:
@@ -85,7 +94,8 @@ def _scalar_lines(src: _Source, spec: ScalarField, bound: set[str]) -> None:
     if spec.type is bool:
         src.add("if type(v) is not bool: return False", depth)
         return
-    src.add("if not is_int(v): return False", depth)
+    # The common case inline (a call per scalar is a measurable share of a hand-over).
+    src.add("if type(v) is not int and not is_int(v): return False", depth)
     if spec.minimum is not None:
         src.add(f"if v < {spec.minimum}: return False", depth)
     if spec.maximum is not None:
@@ -99,9 +109,11 @@ def _axis_lines(src: _Source, axis: AxisSpec, j: int, bound: set[str], depth: in
     if axis.name is None:
         src.add(f"if s[{j}] != {axis.size}: return False", depth)
         return
-    offset = f" + {axis.offset}" if axis.offset else ""
     if axis.name in bound:
-        src.add(f"if s[{j}] != d_{axis.name}{offset}: return False", depth)
+        # The offset comes off the shape (a Python int): added to a bound numpy int8
+        # mtp_k of 127 it would wrap.
+        length = f"s[{j}] - ({axis.offset})" if axis.offset else f"s[{j}]"
+        src.add(f"if {length} != d_{axis.name}: return False", depth)
         return
     value = f"s[{j}] - {axis.offset}" if axis.offset else f"s[{j}]"
     negative = f"if d_{axis.name} < 0: return False" if axis.offset else None
@@ -129,10 +141,14 @@ def _array_lines(src: _Source, spec: ArrayField, index: int, bound: set[str]) ->
     src.add("if K is None:", depth)
     src.add("K = type(a)", depth + 1)
     src.add("if K is ndarray: pass", depth + 1)
-    src.add("elif is_tensor_type(K): dev = a.device", depth + 1)
+    src.add("elif is_tensor_type(K):", depth + 1)
+    src.add("dev = a.device", depth + 2)
+    # Sparse tensors share the dense type; only their layout tells them apart.
+    src.add("if a.layout is not strided: return False", depth + 2)
     src.add("else: return False", depth + 1)
     src.add("elif type(a) is not K: return False", depth)
-    src.add("elif dev is not None and a.device != dev: return False", depth)
+    src.add("elif dev is not None and (a.device != dev or a.layout is not strided): "
+            "return False", depth)
     src.add(f"if a.dtype not in allowed_{index}: return False", depth)
     src.add("s = a.shape", depth)
     src.add(f"if len(s) != {len(spec.axes)}: return False", depth)
@@ -147,8 +163,10 @@ def compile_fast_check(fields: Sequence[FieldSpec], owner: str) -> Callable[[Any
     namespace: dict[str, Any] = {
         "ndarray": np.ndarray,
         "is_tensor_type": _is_tensor_type,
-        "is_int": is_int,
+        "is_int": _is_int,
+        "strided": torch_module().strided if _torch_registered else None,
     }
+    _NAMESPACES.append(namespace)
     optional_dims = {
         axis.name
         for spec in fields
@@ -192,18 +210,21 @@ def _check_scalar(walk: _Walk, spec: ScalarField, value: object) -> None:
     if value is None and spec.optional:
         return
     wanted = "bool" if spec.type is bool else "int"
-    is_right_type = type(value) is bool if spec.type is bool else is_int(value)
+    is_right_type = type(value) is bool if spec.type is bool else _is_int(value)
     if not is_right_type:
         walk.fail("SG001", Finding(f"expected {wanted}, got {describe(value)}", spec.name,
                                    expected=wanted, actual=type(value).__name__))
         return
-    if spec.minimum is not None and int(value) < spec.minimum:  # type: ignore[call-overload]
-        walk.fail("SG006", Finding(f"must be >= {spec.minimum}, got {int(value)}", spec.name,  # type: ignore[call-overload]
-                                   expected=f">= {spec.minimum}", actual=str(int(value))))  # type: ignore[call-overload]
+    number = int(value)  # type: ignore[call-overload]
+    if spec.minimum is not None and number < spec.minimum:
+        walk.fail("SG006", Finding(f"must be >= {spec.minimum}, got {int_text(number)}",
+                                   spec.name, expected=f">= {spec.minimum}",
+                                   actual=int_text(number)))
         return
-    if spec.maximum is not None and int(value) > spec.maximum:  # type: ignore[call-overload]
-        walk.fail("SG006", Finding(f"must be <= {spec.maximum}, got {int(value)}", spec.name,  # type: ignore[call-overload]
-                                   expected=f"<= {spec.maximum}", actual=str(int(value))))  # type: ignore[call-overload]
+    if spec.maximum is not None and number > spec.maximum:
+        walk.fail("SG006", Finding(f"must be <= {spec.maximum}, got {int_text(number)}",
+                                   spec.name, expected=f"<= {spec.maximum}",
+                                   actual=int_text(number)))
         return
     if spec.binds:
         walk.bindings[spec.name] = int(value)  # type: ignore[call-overload]
@@ -251,8 +272,9 @@ def _dimension_mismatch(
 ) -> None:
     dim = dimension(axis.name) if axis.name else None
     code = dim.rule if dim else "SG003"
-    reason = f"{spec.name} is {describe(value)} but {axis}={expected}"
-    finding = Finding(reason, spec.name, expected=f"{axis}={expected}", actual=str(length))
+    reason = f"{spec.name} is {describe(value)} but {axis}={int_text(expected)}"
+    finding = Finding(reason, spec.name, expected=f"{axis}={int_text(expected)}",
+                      actual=str(length))
     locate = getattr(walk.obj, "_sg_locate_missing", None)
     if axis.name and locate is not None and length < expected:
         try:

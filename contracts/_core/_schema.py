@@ -2,15 +2,19 @@
 
 pydantic builds the schema: each array field becomes a nested list of integers (or
 booleans) of the declared rank, annotated with its dtypes and its shape in named
-dimensions, so the docs site and other languages read the same contract.
+dimensions, so the docs site and other languages read the same contract. pydantic is
+imported here, at the first export, never by ``import specguard.contracts``: validation
+does not need it, and it is a sizeable part of a cold start.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pydantic
 from specguard.contracts._core._fields import ArrayField, FieldSpec, ScalarField
+
+if TYPE_CHECKING:
+    import pydantic
 
 __all__ = ["json_schema", "schema_model"]
 
@@ -24,6 +28,8 @@ def _nested(element: Any, rank: int) -> Any:
 
 
 def _model_field(spec: FieldSpec, doc: str | None) -> tuple[Any, Any]:
+    import pydantic
+
     if isinstance(spec, ScalarField):
         hint: Any = spec.type | None if spec.optional else spec.type
         if spec.optional:
@@ -44,6 +50,7 @@ def _model_field(spec: FieldSpec, doc: str | None) -> tuple[Any, Any]:
 def schema_model(cls: type) -> type[pydantic.BaseModel]:
     """A pydantic model with the same fields as a boundary object (arrays as lists)."""
     if cls not in _MODELS:
+        import pydantic
         from specguard.contracts._core._docs import field_docs
 
         docs = field_docs(cls)

@@ -1,7 +1,8 @@
 """Validation of one boundary object: the compiled metadata check, then value rules.
 
-The order is fixed: metadata first (it is what makes value rules safe to run), value
-rules only at full depth, and the report goes by mode: raise, log, or nothing at all.
+The order is fixed: metadata first (it is what makes value rules safe to run), then the
+value rules of the depth (the essential ones by default, every one at full depth), and
+the report goes by mode: raise, log, or nothing at all.
 No exception other than :class:`ContractViolation` leaves this module: a rule that
 crashes on hostile input is reported as ``SG000`` instead of escaping as an IndexError.
 """
@@ -9,18 +10,25 @@ crashes on hostile input is reported as ``SG000`` instead of escaping as an Inde
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Sequence, Set
 from dataclasses import dataclass
 from typing import Any
 
-from specguard.contracts._core._config import Collect, Config, Depth, Mode, current
+from specguard.contracts._core._config import (
+    Collect,
+    Config,
+    Depth,
+    Mode,
+    current,
+    parse_setting,
+)
 from specguard.contracts._core._errors import ContractViolation
 from specguard.contracts._core._fields import ArrayField, FieldSpec
 from specguard.contracts._core._listeners import notify
 from specguard.contracts._core._metadata import metadata_findings
 from specguard.contracts._core._registry import REGISTRY, Rule, rules_for
 from specguard.contracts._core._stats import STATS
-from specguard.contracts._core._values import Values, host_twin
+from specguard.contracts._core._values import Values, host_twin, plain_twin
 from specguard.contracts._core._violation import Finding, Violation
 from specguard.contracts._core._warn import warn
 
@@ -36,6 +44,7 @@ class Plan:
     fields: tuple[FieldSpec, ...]
     fast_check: Callable[[Any], bool]
     _rules: tuple[Rule, ...] | None = None
+    _by_depth: dict[Depth, tuple[Rule, ...]] | None = None
     _names: tuple[str, ...] | None = None
     _anchor: str | None = None
 
@@ -46,16 +55,40 @@ class Plan:
             self._rules = rules_for(self.subject)
         return self._rules
 
+    @property
+    def by_depth(self) -> dict[Depth, tuple[Rule, ...]]:
+        """The value rules a validation runs at each depth (none at metadata depth)."""
+        if self._by_depth is None:
+            self._by_depth = {
+                Depth.METADATA: (),
+                Depth.ESSENTIAL: tuple(r for r in self.rules if r.depth is Depth.ESSENTIAL),
+                Depth.FULL: self.rules,
+            }
+        return self._by_depth
+
     def rule_target(self, obj: Any) -> Any:
         """What value rules read: ``obj``, or its twin of numpy views over CPU tensors."""
         if self._names is None:
-            self._names = tuple(f.name for f in dataclasses.fields(obj))
-            # The first required array: with clean metadata it speaks for every array.
-            self._anchor = next((s.name for s in self.fields
-                                 if isinstance(s, ArrayField) and not s.optional), None)
+            self._learn(obj)
         if self._anchor is None:
             return obj
-        return host_twin(obj, self._anchor, self._names)
+        return host_twin(obj, self._anchor, self._names)  # type: ignore[arg-type]
+
+    def for_subclass(self) -> Plan:
+        """The same checks for a subclass, with caches of its own."""
+        return Plan(self.subject, self.fields, self.fast_check)
+
+    def plain_target(self, obj: Any) -> Any:
+        """What value rules read after the metadata slow path: no ndarray subclasses."""
+        if self._names is None:
+            self._learn(obj)
+        return plain_twin(obj, self._names)  # type: ignore[arg-type]
+
+    def _learn(self, obj: Any) -> None:
+        self._names = tuple(f.name for f in dataclasses.fields(obj))
+        # The first required array: with clean metadata it speaks for every array.
+        self._anchor = next((s.name for s in self.fields
+                             if isinstance(s, ArrayField) and not s.optional), None)
 
 
 def _violation(
@@ -105,15 +138,16 @@ def _crash(rule: Rule, error: Exception) -> Finding:
 
 
 def _value_violations(
-    obj: Any, plan: Plan, config: Config, skip: set[str], bindings: dict[str, int] | None
+    obj: Any, plan: Plan, rules: tuple[Rule, ...], config: Config, skip: Set[str],
+    bindings: dict[str, int] | None,
 ) -> list[Violation]:
     # The hot loop of full depth: no helper call and no allocation per rule, since a
     # try block costs nothing until something raises.
     values = Values(config, plan.subject)
     # Clean metadata guarantees one backend and device: only then may rules read views.
-    target = plan.rule_target(obj) if bindings is None else obj
+    target = plan.rule_target(obj) if bindings is None else plan.plain_target(obj)
     found: list[Violation] = []
-    for rule in plan.rules:
+    for rule in rules:
         if skip and rule.fields & skip:
             continue
         values.rule = code = rule.code
@@ -177,18 +211,29 @@ def validate(
         return []
     plan: Plan = type(obj).__sg_plan__
     STATS.checks += 1
-    want_depth = Depth(depth) if depth is not None else config.depth
-    first_only = config.collect is Collect.FIRST
-    violations: list[Violation] = []
-    skip: set[str] = set()
-    bindings: dict[str, int] | None = None
-    if not plan.fast_check(obj):
-        violations, skip, bindings = _metadata(obj, plan, first_only)
-        if violations and first_only:
+    by_depth = plan._by_depth or plan.by_depth
+    if depth is None:
+        rules = by_depth[config.depth]
+    else:
+        # Depth is a str enum: "full" finds Depth.FULL's entry; other spellings are parsed.
+        found = by_depth.get(depth) if isinstance(depth, str) else None  # type: ignore[call-overload]
+        rules = by_depth[parse_setting(Depth, depth, "depth")] if found is None else found
+    if plan.fast_check(obj):
+        # The hand-over's common case: clean metadata, and at the default depth a rule or
+        # two (none at metadata depth). Nothing is allocated for it.
+        if not rules:
+            return []
+        violations = _value_violations(obj, plan, rules, config, _NO_SKIP, None)
+    else:
+        violations, skip, bindings = _metadata(obj, plan, config.collect is Collect.FIRST)
+        if violations and config.collect is Collect.FIRST:
             _report(config, plan.subject, violations)
             return violations
-    if want_depth is Depth.FULL:
-        violations.extend(_value_violations(obj, plan, config, skip, bindings))
+        if rules:
+            violations.extend(_value_violations(obj, plan, rules, config, skip, bindings))
     if violations:
         _report(config, plan.subject, violations)
     return violations
+
+
+_NO_SKIP: frozenset[str] = frozenset()

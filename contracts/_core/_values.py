@@ -18,12 +18,16 @@ from specguard.contracts._core._config import Config, DeviceValues
 from specguard.contracts._core._deferred import PendingVerdict, submit
 from specguard.contracts._core._violation import Finding
 
-__all__ = ["HOST_DEVICE_TYPES", "Explain", "Values", "host_twin"]
+__all__ = ["HOST_DEVICE_TYPES", "Explain", "Values", "host_twin", "plain_twin", "scalar_mask"]
 
 Explain = Callable[[int], Finding]
 
 #: Device types whose values are read directly. Tests empty it to drive the device path.
 HOST_DEVICE_TYPES: set[str] = {"cpu"}
+
+# The unsigned view sends every negative value to at least 2**(bits-1): one maximum
+# below ``hi`` proves "none negative, none too big" only for ``hi`` up to that.
+_UNSIGNED_REACH = {np.dtype(np.int32): 2**31, np.dtype(np.int64): 2**63}
 
 # Bound once: these run on every validation, and the method wrappers cost more than the
 # reduction itself for the small arrays of a decode step.
@@ -34,13 +38,43 @@ _maximum = np.maximum.reduce
 _minimum = np.minimum.reduce
 
 
+_COMPARE: dict[str, Callable[[Any, int], Any]] = {
+    "lt": lambda a, b: a < b,
+    "ge": lambda a, b: a >= b,
+    "gt": lambda a, b: a > b,
+    "ne": lambda a, b: a != b,
+}
+# What a comparison answers for every element when the bound lies below the dtype's range.
+_BELOW_RANGE = {"lt": False, "ge": True, "gt": True, "ne": True}
+_INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
+
+
+def scalar_mask(a: Any, op: str, bound: int) -> Any:
+    """``a < bound`` (``"lt"``, ``"ge"``, ``"gt"``, ``"ne"``), exact for any integer bound.
+
+    numpy compares a bound outside the array's dtype exactly; torch first casts it to the
+    tensor's dtype, so in int32 ``2**32 + 5`` compares equal to 5 (and ``2**70`` raises).
+    A bound outside the dtype's range gives the same answer for every element.
+    """
+    compare = _COMPARE[op]
+    if type(a) is _ndarray or _INT32_MIN <= bound <= _INT32_MAX or array_kind(a) != "torch":
+        return compare(a, bound)
+    import torch
+
+    info = torch.iinfo(a.dtype)
+    if info.min <= bound <= info.max:
+        return compare(a, bound)
+    below = bound < info.min
+    return torch.full_like(a, below if op != "lt" else not below, dtype=torch.bool)
+
+
 def _numpy_first_outside(a: np.ndarray, lo: int, hi: int) -> int | None:
     if a.size == 0:
         return None
     unsigned = UNSIGNED.get(a.dtype)
     if unsigned is not None and lo == 0:
         # Negative ids wrap to huge unsigned values, so one maximum covers both ends.
-        if _maximum(a.view(unsigned), None) < hi:
+        if _maximum(a.view(unsigned), None) < min(hi, _UNSIGNED_REACH[a.dtype]):
             return None
     elif _minimum(a, None) >= lo and _maximum(a, None) < hi:
         return None
@@ -97,7 +131,7 @@ def _torch_host_first_outside(a: Any, lo: int, hi: int) -> int | None:
     low, high = torch.aminmax(a)
     if int(low) >= lo and int(high) < hi:
         return None
-    bad = (a < lo) | (a >= hi)
+    bad = scalar_mask(a, "lt", lo) | scalar_mask(a, "ge", hi)
     return int(bad.reshape(-1).nonzero()[0, 0])
 
 
@@ -135,6 +169,27 @@ def host_twin(obj: Any, anchor: str, names: tuple[str, ...]) -> Any:
     return twin
 
 
+def plain_twin(obj: Any, names: tuple[str, ...]) -> Any:
+    """``obj``, or a copy of it whose ndarray subclasses are plain ndarray views.
+
+    A subclass can override ``__array_ufunc__`` (or any method) and make the reductions
+    of a value check answer whatever it likes; a base-class view of the same memory
+    cannot. Only the metadata slow path pays for this: the fast path sees plain arrays.
+    """
+    subclassed = [name for name in names
+                  if isinstance(getattr(obj, name), np.ndarray)
+                  and type(getattr(obj, name)) is not _ndarray]
+    if not subclassed:
+        return obj
+    twin = object.__new__(type(obj))
+    assign = object.__setattr__  # the twin is frozen like ``obj``
+    for name in names:
+        value = getattr(obj, name)
+        # The unbound base method: a subclass cannot intercept its own conversion.
+        assign(twin, name, _ndarray.view(value, _ndarray) if name in subclassed else value)
+    return twin
+
+
 class Values:
     """The value-check context of one validation: host answers now, device ones later."""
 
@@ -151,14 +206,15 @@ class Values:
         if type(a) is _ndarray and lo == 0 and a.size:
             unsigned = UNSIGNED.get(a.dtype)
             # The common case inline: ids in [0, hi), one maximum of the unsigned view.
-            if unsigned is not None and _maximum(a.view(unsigned), None) < hi:
+            if unsigned is not None and hi <= _UNSIGNED_REACH[a.dtype] \
+                    and _maximum(a.view(unsigned), None) < hi:
                 return None
         if type(a) is _ndarray or array_kind(a) == "numpy":
             index = _numpy_first_outside(a, lo, hi)
         elif _on_host(a):
             index = _torch_host_first_outside(a, lo, hi)
         else:
-            return self._on_device((a < lo) | (a >= hi), explain)
+            return self._on_device(scalar_mask(a, "lt", lo) | scalar_mask(a, "ge", hi), explain)
         return None if index is None else explain(index)
 
     def any_true(self, mask: Any, explain: Explain) -> Finding | None:
@@ -186,7 +242,7 @@ class Values:
         """
         host = _host_array(a)
         if host is None:
-            return self.any_true(a > limit, explain)
+            return self.any_true(scalar_mask(a, "gt", limit), explain)
         if host.size == 0 or _maximum(host, None) <= limit:
             return None
         index = _first(host > limit)
@@ -199,7 +255,7 @@ class Values:
         """
         host = _host_array(a)
         if host is None:
-            return self.any_true(a < limit, explain)
+            return self.any_true(scalar_mask(a, "lt", limit), explain)
         if host.size == 0 or _minimum(host, None) >= limit:
             return None
         index = _first(host < limit)
@@ -211,6 +267,8 @@ class Values:
         if bad.device.type == "meta":
             return None  # meta tensors carry shapes only: there are no values to check
         flat = bad.reshape(-1)
+        if flat.shape[0] == 0:
+            return None  # nothing to check; argmax of an empty tensor raises (shape only)
         policy = self._config.device_values
         if policy is DeviceValues.ASSERT:
             torch._assert_async(~flat.any(), f"specguard {self.rule} on {self._subject}")

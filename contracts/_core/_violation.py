@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from dataclasses import field as dataclass_field
 
+from specguard.contracts._core._arrays import int_text
+
 __all__ = ["Finding", "Violation"]
 
 
@@ -76,12 +78,13 @@ class Violation:
         """``seq 127 at batch position 127``, ``token 40`` or ``""``."""
         parts = []
         if self.seq_id is not None:
-            parts.append(f"seq {self.seq_id}")
+            parts.append(f"seq {int_text(self.seq_id)}")
         if self.position is not None:
-            parts.append(f"at batch position {self.position}")
+            parts.append(f"at batch position {int_text(self.position)}")
         text = " ".join(parts)
         if self.token is not None:
-            text = f"{text}, token {self.token}" if text else f"token {self.token}"
+            token = int_text(self.token)
+            text = f"{text}, token {token}" if text else f"token {token}"
         return text
 
     def format(self) -> str:
@@ -97,7 +100,8 @@ class Violation:
         if detail:
             parts.append(f"({detail})")
         if self.bindings:
-            parts.append("{" + ", ".join(f"{k}={v}" for k, v in self.bindings.items()) + "}")
+            parts.append("{" + ", ".join(f"{k}={int_text(v)}" for k, v in self.bindings.items())
+                         + "}")
         return " ".join(parts)
 
     def to_dict(self) -> dict[str, object]:

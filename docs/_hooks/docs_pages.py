@@ -62,6 +62,7 @@ RULES_PAGE = "rules.md"
 _MARKER = re.compile(r"<!--\s*specguard:(?P<name>[\w-]+)(?P<args>[^>]*?)\s*-->")
 _DEPTH_NOTE = {
     "metadata": "metadata (checked by default)",
+    "essential": "essential (value check, checked by default)",
     "full": "full (value check, `SPECGUARD_DEPTH=full`)",
 }
 # Checked on every field (SG001) or every array field; listed once per page, not per row.

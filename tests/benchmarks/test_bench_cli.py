@@ -12,7 +12,8 @@ from specguard.benchmarks.report import format_report
 
 from specguard.cli import main
 
-ROW_KEYS = {"backend", "batch", "floor_us", "full_us", "metadata_us", "construct_us",
+ROW_KEYS = {"backend", "batch", "floor_us", "full_us", "metadata_us", "default_us",
+            "construct_us",
             "naive_us", "full_vs_floor", "naive_vs_construct", "peak_bytes",
             "floor_peak_bytes", "token_bytes"}
 
@@ -30,8 +31,8 @@ def test_quick_json_run_exits_zero_with_top_level_sections(quick_report):
     """The report has the machine, settings, validation table, mode off, engine and targets."""
     code, report, _ = quick_report
     assert code == 0
-    assert set(report) == {"machine", "settings", "validation", "mode_off", "engine", "dp",
-                           "targets"}
+    assert set(report) == {"machine", "settings", "validation", "mode_off", "memory",
+                           "adapters", "from_mapping", "import", "engine", "dp", "targets"}
     assert {"cpu", "cores", "python", "numpy", "torch"} <= set(report["machine"])
 
 
@@ -70,7 +71,8 @@ def test_quick_json_reports_mode_off_identity(quick_report):
     """The mode-off section says the decorated method is the original function."""
     _, report, _ = quick_report
     assert report["mode_off"]["identity"] is True
-    assert {"plain_us", "off_us", "strict_metadata_us"} <= set(report["mode_off"])
+    assert {"plain_us", "off_us", "strict_metadata_us", "strict_default_us"} <= set(
+        report["mode_off"])
 
 
 def test_quick_json_reports_the_engine_or_why_not(quick_report):
@@ -78,8 +80,9 @@ def test_quick_json_reports_the_engine_or_why_not(quick_report):
     _, report, _ = quick_report
     engine = report["engine"]
     if engine["available"]:
-        assert {"steps", "off_ms", "strict_ms", "strict_full_ms", "strict_overhead",
-                "strict_contract_share", "strict_full_contract_share"} <= set(engine)
+        assert {"steps", "off_ms", "strict_ms", "strict_default_ms", "strict_full_ms",
+                "strict_overhead", "strict_default_overhead", "strict_contract_share",
+                "strict_default_contract_share", "strict_full_contract_share"} <= set(engine)
         assert engine["steps"] > 0
     else:
         assert engine["reason"]
@@ -90,7 +93,8 @@ def test_quick_json_targets_name_value_and_verdict(quick_report):
     _, report, _ = quick_report
     targets = report["targets"]
     assert any("mode off" in t["target"] and t["met"] for t in targets)
-    assert all(set(t) == {"target", "value", "met"} for t in targets)
+    assert all({"target", "value", "met"} <= set(t) <= {"target", "value", "met", "note"}
+               for t in targets)
 
 
 def test_progress_goes_to_stderr_only(quick_report):
@@ -107,11 +111,14 @@ def test_table_output_is_markdown():
     assert "| numpy | 8 | 10.0 | 15.0 | 1.50× |" in text
     assert "- [MISSED] full ≤ 2.0× floor, numpy B=8 (2.500)" in text
     assert "engine step: not measured (no engine here)" in text
+    assert "| ATOM | 4096 | full | 300.0 | 150.0 | 2.0× |" in text
+    assert "| 1024 | 100.0 | 150.0 | 1.50× |" in text
+    assert "import specguard.contracts: 90.0 ms CPU beyond bare Python" in text
 
 
 def _fake_report() -> dict[str, Any]:
     row = {"backend": "numpy", "batch": 8, "floor_us": 10.0, "full_us": 15.0,
-           "metadata_us": 1.0, "construct_us": 16.0, "naive_us": 100.0,
+           "metadata_us": 1.0, "default_us": 1.5, "construct_us": 16.0, "naive_us": 100.0,
            "full_vs_floor": 1.5, "naive_vs_construct": 6.25, "peak_bytes": 2048,
            "floor_peak_bytes": 1024, "token_bytes": 4096}
     report = {
@@ -121,8 +128,90 @@ def _fake_report() -> dict[str, Any]:
                      "clock": "process CPU time"},
         "validation": [row],
         "mode_off": {"identity": True, "plain_us": 0.02, "off_us": 0.02,
-                     "strict_metadata_us": 2.0},
+                     "strict_metadata_us": 2.0, "strict_default_us": 2.5},
+        "adapters": [{"view": "ATOM", "depth": "full", "batch": 4096, "view_us": 300.0,
+                      "validation_us": 150.0, "ratio": 2.0}],
+        "from_mapping": [{"batch": 1024, "np_array_us": 100.0, "lists_us": 150.0,
+                          "lists_ratio": 1.5}],
+        "import": {"bare_ms": 20.0, "import_ms": 90.0, "numpy_ms": 60.0, "loads": []},
+        "memory": {"num_seqs": 4, "num_tokens": 262144, "token_bytes": 1 << 20,
+                   "peak_bytes": 3072},
         "engine": {"available": False, "reason": "no engine here"},
         "targets": [{"target": "full ≤ 2.0× floor, numpy B=8", "value": 2.5, "met": False}],
     }
     return report
+
+
+def test_quick_json_has_one_adapter_entry_per_view_and_depth(quick_report):
+    """The adapters section times ATOM's and vLLM's view at every depth, with a ratio."""
+    _, report, _ = quick_report
+    entries = report["adapters"]
+    assert sorted((e["view"], e["depth"]) for e in entries) == sorted(
+        (view, depth) for view in ("ATOM", "vLLM") for depth in ("metadata", "essential", "full"))
+    for entry in entries:
+        assert set(entry) == {"view", "depth", "batch", "view_us", "validation_us", "ratio"}
+        assert entry["batch"] > 0 and entry["view_us"] > 0 and entry["validation_us"] > 0
+        assert entry["ratio"] > 0
+
+
+def test_quick_json_times_every_draft_row_builder_form(quick_report):
+    """from_mapping has, per batch size, each form against np.array of the same rows."""
+    _, report, _ = quick_report
+    entries = report["from_mapping"]
+    assert [e["batch"] for e in entries] == [8, 128]
+    for entry in entries:
+        assert entry["np_array_us"] > 0
+        for form in ("lists", "arrays", "dense"):
+            assert entry[f"{form}_us"] > 0 and entry[f"{form}_ratio"] > 0
+
+
+def test_quick_json_measures_the_import_in_a_fresh_process(quick_report):
+    """The import entry has CPU milliseconds beyond bare Python and no optional module."""
+    _, report, _ = quick_report
+    imported = report["import"]
+    assert {"bare_ms", "import_ms", "numpy_ms", "loads"} == set(imported)
+    assert imported["bare_ms"] > 0 and imported["import_ms"] > 0
+    assert imported["loads"] == []
+
+
+@pytest.mark.parametrize("target", [
+    "full ≤ 1.2× floor, numpy B=8",
+    "a strict guarded call at metadata depth ≤ 1.5 µs",
+    "ATOM view at B=64, metadata depth ≤ 100 µs",
+    "vLLM view at B=64, full depth ≤ 2× core validation of its objects",
+    "ATOM view with a StepTracker ≤ 3× core validation",
+    "import specguard.contracts ≤ 120 ms CPU beyond bare Python",
+    "no copy of the token arrays: peak extra memory ≤ 1/16 of a long token stream",
+])
+def test_quick_json_lists_the_speed_targets(quick_report, target):
+    """Each target of the speed work appears by name, with a boolean verdict."""
+    _, report, _ = quick_report
+    found = [t for t in report["targets"] if t["target"] == target]
+    assert len(found) == 1
+    assert isinstance(found[0]["met"], bool)
+
+
+def test_builder_targets_start_at_b_1024():
+    """The builder targets are judged from B=1024 on, one per form, honestly computed."""
+    from specguard.benchmarks.suite import _around_targets
+
+    entry = {"batch": 1024, "np_array_us": 10.0, "lists_us": 15.0, "lists_ratio": 1.5,
+             "arrays_us": 30.0, "arrays_ratio": 3.0, "dense_us": 5.0, "dense_ratio": 0.5}
+    small = {**entry, "batch": 128}
+    found = _around_targets([], [small, entry], {"import_ms": 130.0})
+    verdicts = {t["target"]: t["met"] for t in found}
+    assert verdicts == {
+        "DraftTokens from a dict of lists ≤ 2× np.array of the rows, B=1024": True,
+        "DraftTokens from a dict of arrays ≤ 2× np.array of the rows, B=1024": False,
+        "DraftTokens from dense rows and their seq ids (from_rows) ≤ 2× np.array of the "
+        "rows, B=1024": True,
+        "import specguard.contracts ≤ 120 ms CPU beyond bare Python": False,
+    }
+
+
+def test_quick_json_reports_memory_for_a_long_token_stream(quick_report):
+    """Four seqs with a 1 MiB token stream: the peak extra memory is reported, in bytes."""
+    _, report, _ = quick_report
+    memory = report["memory"]
+    assert memory["num_seqs"] == 4 and memory["token_bytes"] == 1 << 20
+    assert memory["peak_bytes"] > 0

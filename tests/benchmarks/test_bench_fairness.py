@@ -15,7 +15,7 @@ BACKENDS = ("numpy", "torch")
 CODES = sorted(MUTATIONS)
 # The naive baseline's own validator names these; jaxtyping, beartype and pydantic's
 # field constraints reject the others without a rule code.
-NAIVE_NAMES = {"SG005", "SG010", "SG102", "SG103", "SG104", "SG106", "SG107", "SG108",
+NAIVE_NAMES = {"SG005", "SG010", "SG115", "SG102", "SG103", "SG104", "SG106", "SG107", "SG108",
                "SG109", "SG110", "SG111", "SG112", "SG113"}
 
 

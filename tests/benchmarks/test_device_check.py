@@ -22,8 +22,10 @@ def test_every_boundary_class_is_rebuilt_as_tensors_that_validate() -> None:
 
 def test_a_moved_object_keeps_its_defect() -> None:
     """Moving the vLLM -1 story to tensors keeps the violation SG301 names."""
-    moved = device_check.moved_to(STORIES["vllm-26231"].build(), "cpu")  # type: ignore[arg-type]
-    with contracts.checking(depth="full"), pytest.raises(contracts.ContractViolation) as caught:
+    with contracts.checking(mode="off"):
+        story = STORIES["vllm-26231"].build()
+    moved = device_check.moved_to(story, "cpu")  # type: ignore[arg-type]
+    with pytest.raises(contracts.ContractViolation) as caught:
         contracts.validate(moved)
     assert caught.value.codes == ("SG301",)
 

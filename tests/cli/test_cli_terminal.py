@@ -14,7 +14,8 @@ from specguard import cli
 from specguard.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
-BAD_DEPTH = "specguard: SPECGUARD_DEPTH must be one of 'metadata', 'full'; got 'deep'\n"
+BAD_DEPTH = ("specguard: SPECGUARD_DEPTH must be one of 'metadata', 'essential', 'full'; "
+             "got 'deep'\n")
 
 
 def _python(code: str, *, cwd: Path | None = None, **env: str) -> subprocess.CompletedProcess[str]:

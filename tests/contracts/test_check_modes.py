@@ -110,7 +110,7 @@ def test_settings_accept_enums_and_any_case():
 
 @pytest.mark.parametrize(("setting", "allowed"), [
     ("mode", "'off', 'warn', 'strict'"),
-    ("depth", "'metadata', 'full'"),
+    ("depth", "'metadata', 'essential', 'full'"),
     ("collect", "'first', 'all'"),
     ("device_values", "'deferred', 'assert', 'sync'"),
 ])

@@ -66,13 +66,22 @@ def test_drafts_too_large_for_the_dtype_are_sg002():
         _from({40: [2**40]})
 
 
-def test_seq_ids_too_large_for_the_dtype_are_sg002():
-    """Seq ids are checked against the dtype too, never silently wrapped."""
+def test_seq_ids_are_int64_whatever_the_token_dtype():
+    """Seq ids name requests: an id past int32 is fine with int32 tokens, stored as int64."""
+    drafts = _from({7: [1]}, seq_ids=[2**40, 7], dtype=np.int32)
+    assert drafts.seq_ids.dtype == np.int64
+    assert drafts.seq_ids.tolist() == [2**40, 7]
+    assert drafts.draft_token_ids.dtype == np.int32
+    assert drafts.draft_token_ids.tolist() == [[0, 0], [1, 0]]
+
+
+def test_seq_ids_too_large_for_int64_are_sg002():
+    """Seq ids past int64 are rejected, never silently wrapped."""
     with pytest.raises(contracts.ContractViolation, match=re.escape(
         "SG002 array has an allowed dtype [DraftTokens.seq_ids, scheduler → runner]: "
-        "expected a 1-D sequence of integer ids that fit int32, got i64[1]"
+        "expected a 1-D sequence of integer ids that fit int64, got u64[1]"
     )):
-        _from({}, seq_ids=[2**40])
+        _from({}, seq_ids=[2**63])
 
 
 def test_drafts_that_are_not_a_mapping_are_sg001():

@@ -167,6 +167,10 @@ CASES: list[Case] = [
      "SG202 verify rows are accepted drafts, one token, then -1 padding [VerifyOutput."
      "token_ids, verifier → drafter]: seq 44 at batch position 2: column 2 (padding) is 4 "
      "(expected 0 accepted + 1 token, then -1)"),
+    ("SG115", "permuted-rows", lambda: build(SB, draft_seq_ids=np.array([42, 40, 44])),
+     "SG115 draft row i belongs to decode seq i [ScheduledBatch.draft_seq_ids, "
+     "scheduler → runner]: seq 40 at batch position 0: draft row 0 belongs to seq 42 "
+     "(expected seq 40; actual seq 42)"),
     ("SG301", "sentinel-input", lambda: build(DI, input_ids=np.array([1, 2, 3, -1, 5, 6])),
      "SG301 no sentinel reaches an embedding [DrafterInput.input_ids, runner → drafter]: "
      "seq 8 at batch position 1, token 3: input id is -1 (expected 0 <= id < vocab_size=32)"),
@@ -178,7 +182,8 @@ CASES: list[Case] = [
      "runner → drafter]: seq 8 at batch position 1: sample index 2 is outside the seq's span "
      "[3, 5)"),
     ("SG303", "negative-position", lambda: build(MI, positions=np.array([0, 1, 2, -5, 6, 0])),
-     "SG303 positions are non-negative [ModelInput.positions, runner → target model]: "
+     "SG303 positions are within max_model_len and contiguous in each span "
+     "[ModelInput.positions, runner → target model]: "
      "seq 8 at batch position 1, token 3: position is -5 (expected >= 0)"),
     ("SG304", "ends", lambda: build(MI, query_start_loc=np.array([1, 3, 5, 6])),
      "SG304 query_start_loc runs from 0 to num_tokens without going back [ModelInput."
@@ -244,6 +249,7 @@ def test_crashing_check_becomes_sg000_not_a_foreign_error(monkeypatch):
     """A rule whose check raises IndexError is reported as SG000, never as the IndexError."""
     broken = dataclasses.replace(contracts.REGISTRY["SG112"], check=_raise_index_error)
     monkeypatch.setattr(SB.__sg_plan__, "_rules", (broken,))
+    monkeypatch.setattr(SB.__sg_plan__, "_by_depth", None)  # rules per depth follow
     with contracts.checking(depth="full"), pytest.raises(contracts.ContractViolation) as caught:
         build(SB)
     assert not isinstance(caught.value, IndexError)

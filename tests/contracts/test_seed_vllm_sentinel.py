@@ -90,8 +90,19 @@ def test_clean_drafter_input_reaches_the_embedding():
     assert tuple(embedded.shape) == (10, 4)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_default_depth_catches_the_sentinel(backend):
+    """Out of the box (depth essential) the -1 is SG301, with the same message as at full."""
+    assert contracts.current_config().depth is contracts.Depth.ESSENTIAL
+    assert contracts.REGISTRY["SG301"].depth is contracts.Depth.ESSENTIAL
+    with pytest.raises(contracts.ContractViolation) as caught:
+        _drafter_input(backend, "int64")
+    assert caught.value.codes == ("SG301",)
+    assert re.search(re.escape(_MESSAGE), str(caught.value))
+
+
 def test_metadata_depth_leaves_values_unread():
-    """The default depth checks shapes only, so the sentinel needs depth="full"."""
-    assert contracts.current_config().depth is contracts.Depth.METADATA
-    drafter_input = _drafter_input("numpy", "int64")
+    """Opting down to depth metadata checks shapes only: the sentinel passes unread."""
+    with contracts.checking(depth="metadata"):
+        drafter_input = _drafter_input("numpy", "int64")
     assert int(drafter_input.input_ids[6]) == -1

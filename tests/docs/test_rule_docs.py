@@ -133,3 +133,12 @@ def test_snapshot_session_is_a_real_check_of_a_written_file(pages):
     assert "SG101 one draft row per decode seq" in session
     assert session.rstrip().endswith("$ echo $?\n1\n```")
     assert "/" not in name.group(1) and "tmp" not in session.split("\n", 2)[1]
+
+
+@pytest.mark.parametrize("code", CODES)
+def test_catalogue_says_which_rules_run_by_default(catalogue, code):
+    """Metadata and essential rules read "checked by default"; full-depth rules do not."""
+    rule = contracts.REGISTRY[code]
+    section = _section(catalogue, code)
+    by_default = rule.depth is not contracts.Depth.FULL
+    assert ("checked by default" in section) is by_default

@@ -203,7 +203,7 @@ def test_hostile_mappings_raise_a_contract_violation(case: MappingCase) -> None:
 _PLAIN_BATCH = {
     "mtp_k": 2, "vocab_size": 50, "block_size": 4, "num_decode": 2, "num_tokens": 10,
     "seq_ids": np.array([7, 3, 9]), "is_decode": np.array([True, False, True]),
-    "num_scheduled_tokens": np.array([3, 4, 3]), "context_lens": np.array([5, 4, 3]),
+    "num_scheduled_tokens": np.array([3, 4, 3]), "context_lens": np.array([5, 4, 4]),
     "block_tables": np.array([[0, 1, -1, -1], [2, -1, -1, -1], [3, -1, -1, -1]]),
     "token_ids": np.arange(10), "draft_token_ids": np.array([[1, 2], [0, 0]]),
     "num_drafts": np.array([2, 0]), "state_slots": None, "draft_placeholder": None,

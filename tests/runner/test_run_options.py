@@ -125,3 +125,12 @@ def test_warn_mode_summary_counts_repeats_it_did_not_log(capsys):
     assert code == main_job.EXIT_OK
     assert contracts.STATS.repeats_not_logged > 0
     assert f"({contracts.STATS.repeats_not_logged} repeats counted, not logged)" in out
+
+
+def test_sentinel_fault_is_stopped_at_the_default_depth(capsys):
+    """The vLLM seed's -1 is SG301 at the boundary with the default depth, not a crash."""
+    code = main([*SMALL_RUN, "--fault", "sentinel-to-embedding", "--depth", "essential"])
+    out = capsys.readouterr().out
+    assert code == main_job.EXIT_VIOLATION
+    assert "SG301 no sentinel reaches an embedding" in out
+    assert "engine crashed" not in out

@@ -70,7 +70,8 @@ def _wrapping(value: Any, spec: ArrayField) -> Any:
 
 
 # Seq ids, block ids, state slots and positions have no upper bound: 2**32 + 5 is valid.
-_UNBOUNDED = frozenset({"seq_ids", "block_tables", "state_slots", "positions"})
+_UNBOUNDED = frozenset({"seq_ids", "block_tables", "state_slots", "positions",
+                        "draft_seq_ids"})
 
 
 def _huge_zero_size(value: Any, spec: ArrayField) -> Any:
@@ -176,10 +177,12 @@ def hostile_variants(case: Case) -> list[tuple[str, str, Any]]:
         if isinstance(spec, ScalarField):
             made = {kind: make(spec) for kind, make in HOSTILE_SCALARS.items()}
         else:
-            base = valid[spec.name]
-            if base is None:
-                base = materialize(np.zeros(case.values["seq_ids"].shape[0], dtype=np.int64),
-                                   case.backend, "int64", "contiguous")
+            base = valid.get(spec.name)
+            if base is None:  # an absent optional array: a valid one of the right length
+                size = case.values.get(spec.axes[0].name or "")
+                length = size if isinstance(size, int) else case.values["seq_ids"].shape[0]
+                base = materialize(np.zeros(length, dtype=np.int64), case.backend, "int64",
+                                   "contiguous")
             made = {kind: make(base, spec) for kind, make in HOSTILE_ARRAYS.items()}
         variants.extend((spec.name, kind, bad) for kind, bad in made.items() if bad is not SKIP)
     return variants

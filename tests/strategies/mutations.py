@@ -198,8 +198,10 @@ def _dimension_mutation(code: str, sites: list[Site]) -> Mutation:
     def apply(case: Case, rng: Rng) -> Case:
         site = _pick(rng, [s for s in sites if s.cls is case.cls])
         value = case.values[site.field]
-        if value is None:  # an optional per-seq array: add a valid one first
-            value = np.zeros(case.values["seq_ids"].shape[0], dtype=np.int64)
+        if value is None:  # an optional array: add one of the right length first
+            size = case.values.get(site.dim)
+            length = size if isinstance(size, int) else case.values["seq_ids"].shape[0]
+            value = np.zeros(length, dtype=np.int64)
         return case.with_values(**{site.field: _resize(np.asarray(value), site.axis)})
 
     classes = tuple(dict.fromkeys(s.cls for s in sites))
@@ -217,17 +219,24 @@ def _dimension_mutations() -> list[Mutation]:
 # Value rules, one or more mutations each.
 
 
+def _with_ids(case: Case, ids: np.ndarray) -> Case:
+    """New seq ids; draft row owners, where the case has them, follow the decode seqs."""
+    if case.values.get("draft_seq_ids") is None:
+        return case.with_values(seq_ids=ids)
+    return case.with_values(seq_ids=ids, draft_seq_ids=ids[case.values["is_decode"]])
+
+
 def _seq_id_duplicate(case: Case, rng: Rng) -> Case:
     (ids,) = _copy(case, "seq_ids")
     i, j = rng.permutation(ids.shape[0])[:2]
     ids[j] = ids[i]
-    return case.with_values(seq_ids=ids)
+    return _with_ids(case, ids)
 
 
 def _seq_id_negative(case: Case, rng: Rng) -> Case:
     (ids,) = _copy(case, "seq_ids")
     ids[int(rng.integers(0, ids.shape[0]))] = _pick(rng, [-1, -2, -(2**31)])
-    return case.with_values(seq_ids=ids)
+    return _with_ids(case, ids)
 
 
 def _decode_rows(case: Case) -> np.ndarray:
@@ -260,7 +269,8 @@ def _token_total(case: Case, rng: Rng) -> Case:
 def _phase_count(case: Case, rng: Rng) -> Case:
     (flags,) = _copy(case, "is_decode")
     flags[_pick(rng, list(_decode_rows(case)))] = False
-    return case.with_values(is_decode=flags)
+    # Owners of the rows would disagree too (SG115): this mutation is about the count.
+    return case.with_values(is_decode=flags, draft_seq_ids=None)
 
 
 def _empty_prefill(case: Case, rng: Rng) -> Case:
@@ -325,6 +335,15 @@ def _negative_slot(case: Case, rng: Rng) -> Case:
     slots = np.zeros_like(ids) if slots is None else np.array(slots)
     slots[int(rng.integers(0, slots.shape[0]))] = _pick(rng, [-1, -(2**31)])
     return case.with_values(state_slots=slots)
+
+
+def _permuted_rows(case: Case, rng: Rng) -> Case:
+    """Two decode seqs' rows swapped: the count is right, the owners are not."""
+    ids, flags = case.values["seq_ids"], case.values["is_decode"]
+    owners = np.array(ids)[np.asarray(flags)]
+    first, second = rng.choice(owners.shape[0], 2, replace=False)
+    owners[[first, second]] = owners[[second, first]]
+    return case.with_values(draft_seq_ids=owners)
 
 
 def _accepted_past_k(case: Case, rng: Rng) -> Case:
@@ -407,6 +426,8 @@ def _value_mutations() -> list[Mutation]:
         Mutation("scheduled token outside the vocabulary", "SG112", batch,
                  _out_of_vocab("token_ids"), tokens),
         Mutation("negative state slot", "SG113", batch, _negative_slot, one),
+        Mutation("draft rows permuted between seqs", "SG115", batch, _permuted_rows,
+                 Needs(min_decode=2)),
         Mutation("accepted count past mtp_k", "SG201", _classes("SG201"), _accepted_past_k,
                  decode),
         Mutation("verify row out of layout", "SG202", _classes("SG202"), _broken_verify_row,

@@ -134,7 +134,8 @@ def scheduled_batches(draw: Draw, min_seqs: int = 0, min_decode: int = 0,
     d = int(is_decode.sum())
     chunk = draw(st.integers(1, 64 if n <= 200 else 8))
     scheduled = np.where(is_decode, mtp_k + 1, rng.integers(1, chunk + 1, n)).astype(np.int64)
-    context = scheduled + rng.integers(0, draw(st.integers(0, 300)) + 1, n)
+    # A decode seq has at least one prompt token before its span (SG111).
+    context = scheduled + is_decode + rng.integers(0, draw(st.integers(0, 300)) + 1, n)
     block_size = draw(st.one_of(st.sampled_from([1, 2, 16, 64, 256]), st.integers(1, 1024)))
     tables = _block_tables(draw, rng, context, block_size)
     counts = np.where(_pattern_rows(draw, rng, d), 0, rng.integers(1, mtp_k + 1, d))
@@ -150,7 +151,10 @@ def scheduled_batches(draw: Draw, min_seqs: int = 0, min_decode: int = 0,
         "draft_token_ids": _draft_rows(rng, counts, mtp_k, vocab, fill),
         "num_drafts": counts.astype(np.int64), "state_slots": slots,
         "draft_placeholder": placeholder,
+        "draft_seq_ids": None,
     }
+    if draw(st.booleans()):  # the producer says whose rows they are
+        values["draft_seq_ids"] = values["seq_ids"][is_decode]
     return Case(ScheduledBatch, values, **_layout(draw, ScheduledBatch))
 
 
@@ -228,6 +232,13 @@ def _positions(rng: Rng, starts: np.ndarray) -> np.ndarray:
     return (offsets[owner] + np.arange(int(starts[-1])) - starts[:-1][owner]).astype(np.int64)
 
 
+def _model_len(draw: Draw, positions: np.ndarray) -> int | None:
+    """No ``max_model_len``, or one just past (or well past) the largest position."""
+    if not draw(st.booleans()):
+        return None
+    return int(positions.max(initial=0)) + 1 + draw(st.sampled_from((0, 1, 10**6)))
+
+
 @st.composite
 def model_inputs(draw: Draw, min_seqs: int = 0, **_: int) -> Case:
     """Valid ``ModelInput`` cases; some spans may be empty."""
@@ -242,6 +253,7 @@ def model_inputs(draw: Draw, min_seqs: int = 0, **_: int) -> Case:
         "input_ids": rng.integers(0, vocab, total), "positions": _positions(rng, starts),
         "slot_mapping": rng.integers(-1, num_slots, total), "query_start_loc": starts,
     }
+    values["max_model_len"] = _model_len(draw, values["positions"])
     return Case(ModelInput, values, **_layout(draw, ModelInput))
 
 
@@ -259,6 +271,7 @@ def drafter_inputs(draw: Draw, min_seqs: int = 0, **_: int) -> Case:
         "input_ids": rng.integers(0, vocab, total), "positions": _positions(rng, starts),
         "query_start_loc": starts, "sample_indices": picks,
     }
+    values["max_model_len"] = _model_len(draw, values["positions"])
     return Case(DrafterInput, values, **_layout(draw, DrafterInput))
 
 

@@ -1,0 +1,208 @@
+"""The costs a user pays around validation: engine views, the draft-row builder, the import.
+
+Core validation is measured against the floor in :mod:`specguard.benchmarks.suite`; this
+module measures what sits around it, each against the validation it feeds:
+
+* **engine views** (ATOM's ``ScheduledBatch``, vLLM's ``SchedulerOutput``) at B decode
+  seqs, per depth: the view's call against validating the contract objects it returns;
+* **``DraftTokens.from_mapping``** from the engines' forms (a dict of lists, a dict of
+  arrays, a dense ``(n, k)`` array with the ids of the seqs that have rows) against one
+  plain ``np.array`` of the same rows;
+* **the import** of ``specguard.contracts`` in a fresh process against bare Python, in
+  CPU time of the child processes.
+
+The engine objects are built here with the engines' field names, types and meanings
+(nothing imports ATOM or vLLM).
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+from specguard.benchmarks.timing import Case, interleave
+from specguard.benchmarks.workload import BLOCK_SIZE, MTP_K, VOCAB_SIZE
+
+from specguard import contracts
+
+__all__ = ["atom_batch", "from_mapping_costs", "import_cost",
+           "scheduler_output", "view_costs"]
+
+_US = 1e6
+_CONTEXT = 1024
+
+
+def atom_batch(size: int, *, seed: int = 0) -> SimpleNamespace:
+    """An all-decode ATOM ``ScheduledBatch`` of ``size`` seqs with dense draft rows."""
+    rng = np.random.default_rng(seed)
+    q = MTP_K + 1
+    context = rng.integers(q, _CONTEXT + 1, size).astype(np.int32)
+    blocks = -(-context // BLOCK_SIZE)
+    starts = np.concatenate([[0], np.cumsum(blocks)[:-1]])
+    tables = [list(range(int(s), int(s + b))) for s, b in zip(starts, blocks, strict=True)]
+    return SimpleNamespace(
+        req_ids=list(range(size)),
+        num_scheduled_tokens=np.full(size, q, dtype=np.int32),
+        temperatures=np.zeros(size, dtype=np.float32),
+        context_lens=context,
+        num_rejected=np.zeros(size, dtype=np.int32),
+        num_bonus=np.zeros(size, dtype=np.int32),
+        per_req_cache_groups=[],
+        num_cached_tokens=[0] * size,
+        scheduled_tokens=rng.integers(0, VOCAB_SIZE, size * q).astype(np.int32),
+        block_tables=tables,
+        last_block_num_tokens=[1] * size,
+        total_tokens_num=size * q, total_seqs_num=size,
+        total_tokens_num_prefill=0, total_tokens_num_decode=size * q,
+        total_seqs_num_prefill=0, total_seqs_num_decode=size,
+        num_spec_step=MTP_K, is_dummy_run=False,
+        scheduled_spec_decode_tokens=rng.integers(0, VOCAB_SIZE, (size, MTP_K)).astype(np.int32),
+    )
+
+
+def scheduler_output(size: int, *, seed: int = 0) -> SimpleNamespace:
+    """A vLLM ``SchedulerOutput`` of ``size`` cached decode requests with ``k`` drafts each."""
+    rng = np.random.default_rng(seed)
+    requests = [f"req-{i}" for i in range(size)]
+    drafts = rng.integers(0, VOCAB_SIZE, (size, MTP_K)).tolist()
+    cached = SimpleNamespace(
+        req_ids=requests, resumed_from_preemption=[False] * size,
+        new_token_ids=[[] for _ in requests], new_block_ids=[None] * size,
+        num_computed_tokens=rng.integers(MTP_K + 1, _CONTEXT, size).tolist())
+    return SimpleNamespace(
+        scheduled_new_reqs=[], scheduled_cached_reqs=cached,
+        num_scheduled_tokens=dict.fromkeys(requests, MTP_K + 1),
+        total_num_scheduled_tokens=size * (MTP_K + 1),
+        scheduled_spec_decode_tokens=dict(zip(requests, drafts, strict=True)))
+
+
+def _config(depth: str) -> contracts.Config:
+    return contracts.Config(mode=contracts.Mode.STRICT, depth=contracts.Depth(depth))
+
+
+def _validate_all(objects: tuple[Any, ...], config: contracts.Config) -> None:
+    for obj in objects:
+        contracts.validate(obj, config=config)
+
+
+def _views(size: int) -> dict[str, tuple[Callable[[], Any], Callable[[], tuple[Any, ...]]]]:
+    """Per view: a call of the view, and the contract objects it builds (to re-validate)."""
+    from specguard.adapters import AtomView, VllmView
+
+    batch, output = atom_batch(size), scheduler_output(size)
+    atom = AtomView(mtp_k=MTP_K, vocab_size=VOCAB_SIZE, block_size=BLOCK_SIZE)
+    vllm = VllmView(mtp_k=MTP_K, vocab_size=VOCAB_SIZE)
+
+    def atom_objects() -> tuple[Any, ...]:
+        return (atom(batch),)
+
+    def vllm_objects() -> tuple[Any, ...]:
+        return (vllm.schedule(output).draft_tokens,)
+
+    return {"ATOM": (lambda: atom(batch), atom_objects),
+            "vLLM": (lambda: vllm.schedule(output), vllm_objects)}
+
+
+def view_costs(size: int, depths: tuple[str, ...], *, repeats: int, target_s: float,
+               clock: Callable[[], float]) -> list[dict[str, Any]]:
+    """One entry per view and depth: the view's call against validating what it built."""
+    found = []
+    for name, (call, objects) in _views(size).items():
+        for depth in depths:
+            config = _config(depth)
+            with contracts.checking(mode="strict", depth=depth):
+                built = objects()
+                ns = {"call": call, "check": _validate_all, "objects": built, "config": config}
+                timings = interleave({
+                    "view": Case("call()", ns),
+                    "validation": Case("check(objects, config)", ns),
+                }, repeats=repeats, target_s=target_s, clock=clock)
+            found.append({
+                "view": name, "depth": depth, "batch": size,
+                "view_us": timings.median("view") * _US,
+                "validation_us": timings.median("validation") * _US,
+                "ratio": timings.ratio("view", "validation"),
+            })
+    return found
+
+
+def from_mapping_costs(size: int, *, repeats: int, target_s: float,
+                       clock: Callable[[], float]) -> dict[str, Any]:
+    """``DraftTokens.from_mapping`` from each engine form, against ``np.array`` of the rows."""
+    rng = np.random.default_rng(size)
+    ids = rng.permutation(4 * size)[:size].astype(np.int64)
+    with_rows = ids[np.sort(rng.permutation(size)[: size - size // 10])]
+    rows = rng.integers(0, VOCAB_SIZE, (with_rows.shape[0], MTP_K)).astype(np.int32)
+    as_lists = dict(zip(with_rows.tolist(), rows.tolist(), strict=True))
+    as_arrays = dict(zip(with_rows.tolist(), rows, strict=True))
+    build = contracts.DraftTokens.from_mapping
+    ns = {"build": build, "ids": ids, "lists": as_lists, "arrays": as_arrays,
+          "k": MTP_K, "v": VOCAB_SIZE, "np": np, "values": list(as_lists.values())}
+    cases = {
+        "np_array": Case("np.array(values, dtype=np.int32)", ns),
+        "lists": Case("build(ids, lists, mtp_k=k, vocab_size=v, placeholder=0)", ns),
+        "arrays": Case("build(ids, arrays, mtp_k=k, vocab_size=v, placeholder=0)", ns),
+    }
+    from_rows = getattr(contracts.DraftTokens, "from_rows", None)
+    if from_rows is not None:  # the dense form (absent before it existed)
+        ns.update({"from_rows": from_rows, "rows": rows, "with_rows": with_rows})
+        cases["dense"] = Case("from_rows(ids, rows, rows_for=with_rows, mtp_k=k, vocab_size=v, "
+                              "placeholder=0)",
+                              ns)
+    with contracts.checking(mode="strict", depth="metadata"):
+        timings = interleave(cases, repeats=repeats, target_s=target_s, clock=clock)
+    entry: dict[str, Any] = {"batch": size, "np_array_us": timings.median("np_array") * _US}
+    for name in cases:
+        if name != "np_array":
+            entry[f"{name}_us"] = timings.median(name) * _US
+            entry[f"{name}_ratio"] = timings.ratio(name, "np_array")
+    return entry
+
+
+def _child_cpu_s(code: str, env: dict[str, str]) -> float:
+    """CPU seconds (user + system) of a fresh interpreter running ``code``."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run([sys.executable, "-c", code], check=True, env=env)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def import_cost(repeats: int) -> dict[str, Any]:
+    """CPU time of ``import specguard.contracts`` in a fresh process, beyond bare Python.
+
+    As after any install, bytecode is cached (in a private cache directory, warmed once,
+    whatever ``PYTHONDONTWRITEBYTECODE`` says): compiling sources is not an import cost a
+    user pays twice. numpy's own import is measured alongside, for scale.
+    """
+    with tempfile.TemporaryDirectory() as cache:
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        env["PYTHONPYCACHEPREFIX"] = cache
+        codes = {"bare": "pass", "numpy": "import numpy",
+                 "contracts": "import specguard.contracts"}
+        for code in codes.values():  # warm the bytecode cache
+            _child_cpu_s(code, env)
+        times: dict[str, list[float]] = {name: [] for name in codes}
+        for _ in range(max(repeats, 1)):
+            for name, code in codes.items():
+                times[name].append(_child_cpu_s(code, env))
+        probe = ("import sys, specguard.contracts; print(','.join(m for m in "
+                 "('pydantic', 'torch', 'jaxtyping', 'importlib.metadata') if m in sys.modules))")
+        loaded = subprocess.run([sys.executable, "-c", probe], check=True, env=env,
+                                capture_output=True, text=True).stdout.strip()
+    bare = times["bare"]
+    return {
+        "bare_ms": statistics.median(bare) * 1e3,
+        "import_ms": statistics.median(a - b for a, b in zip(times["contracts"], bare,
+                                                               strict=True)) * 1e3,
+        "numpy_ms": statistics.median(a - b for a, b in zip(times["numpy"], bare,
+                                                              strict=True)) * 1e3,
+        "loads": [m for m in loaded.split(",") if m],
+    }

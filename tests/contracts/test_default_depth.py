@@ -1,0 +1,57 @@
+"""The default depth, essential: metadata plus the value rules that stop the seeds.
+
+The two seeds (ATOM's compacted draft rows, vLLM's ``-1`` at the MTP head) and the
+wrong-anchor family are caught out of the box; every other value rule waits for
+``full``, and ``metadata`` reads no value at all.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from contract_builders import build
+from specguard.contracts._core._config import from_environ
+
+from specguard import contracts
+
+
+def test_the_default_depth_is_essential():
+    """Out of the box (and when SPECGUARD_DEPTH is unset) the depth is essential."""
+    assert contracts.Config().depth is contracts.Depth.ESSENTIAL
+    assert from_environ({}).depth is contracts.Depth.ESSENTIAL
+    assert from_environ({"SPECGUARD_DEPTH": "Essential"}).depth is contracts.Depth.ESSENTIAL
+
+
+def test_the_essential_rules_are_the_seed_rules():
+    """Exactly the embedding-id rule and the draft-row owner rule run by default."""
+    essential = {code for code, rule in contracts.REGISTRY.items()
+                 if rule.depth is contracts.Depth.ESSENTIAL}
+    assert essential == {"SG115", "SG301"}
+    assert all(contracts.REGISTRY[code].check is not None for code in essential)
+
+
+def test_full_depth_rules_wait_for_full():
+    """A -1 draft placeholder (SG108, full depth) passes by default and fails at full."""
+    bad = {"draft_token_ids": np.array([[5, 6], [7, -1], [0, 0]])}
+    build(contracts.ScheduledBatch, **bad)
+    with contracts.checking(depth="full"), pytest.raises(contracts.ContractViolation) as caught:
+        build(contracts.ScheduledBatch, **bad)
+    assert caught.value.codes == ("SG108",)
+
+
+@pytest.mark.parametrize("cls", [contracts.ModelInput, contracts.DrafterInput],
+                         ids=lambda c: c.__name__)
+def test_every_embedding_input_is_checked_by_default(cls):
+    """An id past the vocabulary in either embedding input is SG301 at the default depth."""
+    with pytest.raises(contracts.ContractViolation) as caught:
+        build(cls, input_ids=np.array([1, 2, 3, 4, 5, 32]))
+    assert caught.value.codes == ("SG301",)
+
+
+def test_validate_takes_the_depth_by_name():
+    """validate(obj, depth=...) accepts the three depths by name."""
+    with contracts.checking(depth="metadata"):
+        batch = build(contracts.ScheduledBatch, draft_seq_ids=np.array([42, 40, 44]))
+    assert contracts.validate(batch, depth="metadata") == []
+    with pytest.raises(contracts.ContractViolation):
+        contracts.validate(batch, depth="essential")
