@@ -44,7 +44,8 @@ def atom_batch(size: int, *, seed: int = 0) -> SimpleNamespace:
     """An all-decode ATOM ``ScheduledBatch`` of ``size`` seqs with dense draft rows."""
     rng = np.random.default_rng(seed)
     q = MTP_K + 1
-    context = rng.integers(q, _CONTEXT + 1, size).astype(np.int32)
+    # Decode seqs continue a prefilled prompt: at least one token before the scheduled ones.
+    context = rng.integers(q + 1, _CONTEXT + 1, size).astype(np.int32)
     blocks = -(-context // BLOCK_SIZE)
     starts = np.concatenate([[0], np.cumsum(blocks)[:-1]])
     tables = [list(range(int(s), int(s + b))) for s, b in zip(starts, blocks, strict=True)]
