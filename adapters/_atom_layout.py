@@ -10,6 +10,7 @@ when the batch itself is laid out that way.
 from __future__ import annotations
 
 import numpy as np
+
 from specguard.contracts import (
     Array,
     Boundary,

@@ -23,6 +23,7 @@ from typing import Any, TypeVar, cast
 
 from beartype.door import TypeHint, is_bearable
 from beartype.roar import BeartypeException
+
 from specguard.adapters._snapshot_write import capture_object
 from specguard.contracts import (
     BoundaryObject,

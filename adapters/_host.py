@@ -6,6 +6,7 @@ import sys
 from typing import Any
 
 import numpy as np
+
 from specguard.contracts import DeviceValues, current_config
 
 __all__ = ["host_array"]

@@ -25,6 +25,7 @@ from typing import Annotated, Any, Literal
 import numpy as np
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
+
 from specguard.contracts import describe
 from specguard.contracts.ops import is_int
 

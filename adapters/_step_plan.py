@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import cast
 
 import numpy as np
+
 from specguard.adapters._host import host_array
 from specguard.contracts import ScheduledBatch
 

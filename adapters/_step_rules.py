@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, cast
 
 import numpy as np
+
 from specguard.contracts import (
     Array,
     Bool,

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+
 from specguard.contracts import Finding, report
 from specguard.contracts.ops import arange_like
 

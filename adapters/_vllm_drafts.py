@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 import numpy as np
+
 from specguard.adapters._build import build, made
 from specguard.contracts import DraftTokens
 from specguard.contracts.ops import PLACEHOLDER, is_int

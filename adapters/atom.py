@@ -40,6 +40,7 @@ from operator import itemgetter
 from typing import Any
 
 import numpy as np
+
 from specguard.adapters._atom_layout import AtomLayout
 from specguard.adapters._build import build
 from specguard.adapters._host import host_array

@@ -32,6 +32,7 @@ from typing import Annotated, Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
+
 from specguard.adapters import _snapshot_format as fmt
 
 __all__ = [

@@ -16,6 +16,8 @@ from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
+
+from specguard import contracts as sg
 from specguard.adapters.atom import AtomView
 from specguard.adapters.ranks import RankStep, check_ranks
 from specguard.adapters.step_tracker import StepTracker
@@ -33,8 +35,6 @@ from specguard.contracts.examples import (
     verify_output,
     violation_of,
 )
-
-from specguard import contracts as sg
 
 __all__ = [
     "CLEAN",

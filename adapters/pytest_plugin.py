@@ -83,9 +83,8 @@ def _apply_run_settings(config: pytest.Config, options: Any) -> None:
     config.stash[_SETTINGS] = settings
     if settings:
         # A @guard decorated at import decides then whether it wraps at all.
-        from specguard.adapters._guard import UNCHECKED
-
         from specguard import contracts
+        from specguard.adapters._guard import UNCHECKED
         config.stash[_UNCHECKED] = sorted(UNCHECKED) if mode not in (None, "off") else []
         config.stash[_PREVIOUS] = contracts.configure(**settings)
 

@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
 from specguard.adapters._build import build
 from specguard.adapters._host import host_array
 from specguard.contracts import (

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from typing import Any, cast
 
 import numpy as np
+
 from specguard.adapters._build import build
 from specguard.adapters._host import host_array
 from specguard.adapters._seq_memory import SeqMemory

@@ -30,6 +30,7 @@ from itertools import repeat
 from typing import Any, overload
 
 import numpy as np
+
 from specguard.adapters._build import build
 from specguard.adapters._host import host_array
 from specguard.adapters._step_rules import VerifyRows

@@ -28,10 +28,10 @@ from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
-from specguard.benchmarks.timing import Case, interleave
-from specguard.benchmarks.workload import BLOCK_SIZE, MTP_K, VOCAB_SIZE
 
 from specguard import contracts
+from specguard.benchmarks.timing import Case, interleave
+from specguard.benchmarks.workload import BLOCK_SIZE, MTP_K, VOCAB_SIZE
 
 __all__ = ["atom_batch", "from_mapping_costs", "import_cost",
            "scheduler_output", "view_costs"]

@@ -12,11 +12,11 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+
+from specguard import contracts
 from specguard.benchmarks import floor
 from specguard.benchmarks.violations import MUTATIONS, broken, unbroken_rules
 from specguard.benchmarks.workload import Fields, build
-
-from specguard import contracts
 
 __all__ = ["Verdict", "disagreements", "floor_verdict", "naive_verdict", "specguard_verdict"]
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+
 from specguard.contracts.ops import UNSIGNED
 
 __all__ = ["check", "check_torch"]

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from specguard import contracts
 from specguard.benchmarks import adapter_costs, floor
 from specguard.benchmarks.agreement import disagreements
 from specguard.benchmarks.engine import QUICK_WORKLOAD, engine_overhead
@@ -27,8 +29,6 @@ from specguard.benchmarks.workload import (
     decode_batch,
     to_torch,
 )
-
-from specguard import contracts
 
 __all__ = ["Settings", "run_suite"]
 

@@ -11,9 +11,9 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from specguard.benchmarks.workload import Fields
 
 from specguard import contracts
+from specguard.benchmarks.workload import Fields
 
 __all__ = ["MUTATIONS", "broken", "unbroken_rules"]
 

@@ -14,9 +14,8 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
-from specguard.adapters import guard, snapshots
-
 from specguard import contracts
+from specguard.adapters import guard, snapshots
 
 __all__ = ["CLOCK", "ContractClock", "guarded"]
 

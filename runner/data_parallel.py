@@ -39,6 +39,8 @@ from typing import Any
 
 import numpy as np
 import torch
+
+from specguard import contracts
 from specguard.adapters import RankStep, check_ranks
 from specguard.runner import faults
 from specguard.runner._timing import CLOCK
@@ -49,8 +51,6 @@ from specguard.runner.rank_group import RankGroup
 from specguard.runner.scheduler_output import SchedulerOutput
 from specguard.runner.step_output import StepResult
 from specguard.runner.workload import Request
-
-from specguard import contracts
 
 __all__ = ["CRASHED", "FINISHED", "HUNG", "STOPPED", "RankEngine", "RankJob", "RankOutcome",
            "merged_outputs", "merged_stats", "run_ranks"]

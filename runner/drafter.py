@@ -12,11 +12,11 @@ from __future__ import annotations
 from typing import cast
 
 import torch
+
+from specguard import contracts
 from specguard.runner import faults
 from specguard.runner._timing import CLOCK
 from specguard.runner.model import TinyLM
-
-from specguard import contracts
 
 __all__ = ["Drafter", "drafter_input", "next_token_ids"]
 

@@ -23,6 +23,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from specguard import contracts
 from specguard.adapters import StepTracker
 from specguard.runner._timing import CLOCK
 from specguard.runner.config import EngineConfig
@@ -33,8 +35,6 @@ from specguard.runner.scheduler_output import SchedulerOutput
 from specguard.runner.step_output import StepResult
 from specguard.runner.step_relations import check_step
 from specguard.runner.workload import Request
-
-from specguard import contracts
 
 __all__ = ["Engine", "EngineStalled", "RunResult", "RunStats"]
 

@@ -16,13 +16,13 @@ from contextlib import contextmanager
 from pathlib import PurePath
 from typing import TYPE_CHECKING, Any
 
+from specguard import contracts
 from specguard.runner.config import EngineConfig, ModelConfig
 from specguard.runner.faults import FAULTS
 
-from specguard import contracts
-
 if TYPE_CHECKING:  # the engine needs torch: imported when a run starts, not for --help
     import numpy as np
+
     from specguard.runner.data_parallel import RankOutcome
     from specguard.runner.engine import Engine, RunStats
     from specguard.runner.model import TinyLM
@@ -166,6 +166,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"specguard run: {problem}", file=sys.stderr)
         return EXIT_USAGE
     import torch
+
     from specguard.runner.engine import Engine
     from specguard.runner.workload import synthetic_requests
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+
 from specguard.runner.attention import AttentionGroup, attend
 from specguard.runner.config import ModelConfig
 from specguard.runner.kv_cache import KVCache

@@ -20,6 +20,8 @@ from typing import cast
 
 import numpy as np
 import torch
+
+from specguard import contracts
 from specguard.runner import faults
 from specguard.runner._timing import CLOCK, guarded
 from specguard.runner.attention import AttentionGroup, make_group
@@ -31,8 +33,6 @@ from specguard.runner.scheduler_output import SchedulerOutput, scheduled_batch
 from specguard.runner.step_output import StepResult
 from specguard.runner.step_relations import PendingTrace, recording
 from specguard.runner.verifier import verify_greedy
-
-from specguard import contracts
 
 __all__ = ["ModelRunner"]
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+
 from specguard.runner.attention import make_group
 from specguard.runner.kv_cache import KVCache
 from specguard.runner.model import TinyLM

@@ -27,6 +27,8 @@ from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
+
+from specguard import contracts
 from specguard.runner import faults
 from specguard.runner.config import EngineConfig
 from specguard.runner.kv_cache import BlockAllocator, blocks_for
@@ -34,8 +36,6 @@ from specguard.runner.scheduler_output import SchedulerOutput
 from specguard.runner.sequence import Seq, Status
 from specguard.runner.step_output import StepResult
 from specguard.runner.workload import Request
-
-from specguard import contracts
 
 __all__ = ["Scheduler"]
 

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from specguard.adapters import snapshots
 
 from specguard import contracts
+from specguard.adapters import snapshots
 
 __all__ = ["SchedulerOutput", "scheduled_batch"]
 

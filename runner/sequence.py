@@ -6,6 +6,7 @@ import enum
 from dataclasses import dataclass, field
 
 import numpy as np
+
 from specguard.runner.workload import Request
 
 __all__ = ["Seq", "Status"]

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from specguard.adapters import StepPlan, StepTracker
 
 from specguard import contracts
+from specguard.adapters import StepPlan, StepTracker
 
 __all__ = ["PendingTrace", "StepTrace", "check_step", "recording"]
 

@@ -9,9 +9,9 @@ accepted, so a seq without drafts still gains exactly one token.
 from __future__ import annotations
 
 import torch
-from specguard.runner._timing import CLOCK
 
 from specguard import contracts
+from specguard.runner._timing import CLOCK
 
 __all__ = ["verify_greedy"]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+
 from specguard.contracts._core._arrays import UNSIGNED, array_kind, host_value
 
 __all__ = [

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+
 from specguard.contracts._boundaries._id_index import positions_of
 from specguard.contracts._boundaries._types import Array, Index
 from specguard.contracts._core._arrays import describe, short_repr

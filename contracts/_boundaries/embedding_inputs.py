@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+
 from specguard.contracts._boundaries._ops import host_value, number_text, value_text
 from specguard.contracts._boundaries._types import Array, Index
 from specguard.contracts._core._arrays import array_kind, is_host

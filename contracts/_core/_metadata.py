@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+
 from specguard.contracts._core._arrays import (
     array_kind,
     describe,

@@ -51,6 +51,7 @@ def schema_model(cls: type) -> type[pydantic.BaseModel]:
     """A pydantic model with the same fields as a boundary object (arrays as lists)."""
     if cls not in _MODELS:
         import pydantic
+
         from specguard.contracts._core._docs import field_docs
 
         docs = field_docs(cls)

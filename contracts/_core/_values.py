@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+
 from specguard.contracts._core._arrays import UNSIGNED, array_kind
 from specguard.contracts._core._config import Config, DeviceValues
 from specguard.contracts._core._deferred import PendingVerdict, submit

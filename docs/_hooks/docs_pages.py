@@ -28,13 +28,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from specguard import contracts as sg
+
 # The complete example catalogue: the contracts' rules and the engine adapters'.
 from specguard.adapters import examples
+from specguard.cli import main as specguard
 from specguard.runner.faults import FAULTS
 from specguard.runner.main_job import EXIT_CODES
-
-from specguard import contracts as sg
-from specguard.cli import main as specguard
 
 __all__ = [
     "MARKERS",

@@ -10,10 +10,10 @@ import torch
 from atom_engine import BLOCK_SIZE, VOCAB, decode_batch, sequence
 from hypothesis import given
 from hypothesis import strategies as st
-from specguard.adapters import AtomView, StepTracker, VllmView
 from vllm_engine import attention_metadata, scheduler_output
 
 from specguard import contracts
+from specguard.adapters import AtomView, StepTracker, VllmView
 
 K = 3
 

@@ -7,10 +7,10 @@ from typing import Any
 import numpy as np
 import pytest
 from atom_engine import BLOCK_SIZE, VOCAB, decode_batch, sequence
-from specguard.adapters import AtomView, StepTracker, VllmView
 from vllm_engine import scheduler_output
 
 from specguard import contracts
+from specguard.adapters import AtomView, StepTracker, VllmView
 
 K = 3
 PAST_INT64 = [2**63, np.uint64(2**64 - 1), 2**64, -(2**63) - 1]

@@ -15,9 +15,9 @@ from atom_engine import (
     prefill_batch,
     sequence,
 )
-from specguard.adapters import AtomView, StepTracker
 
 from specguard import contracts
+from specguard.adapters import AtomView, StepTracker
 
 K = 3
 

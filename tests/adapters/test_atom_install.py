@@ -9,10 +9,10 @@ from typing import Any
 
 import numpy as np
 import pytest
-from specguard.adapters import atom_install, install_atom, uninstall_atom
-from specguard.adapters.corpus import read_corpus
 
 from specguard import contracts
+from specguard.adapters import atom_install, install_atom, uninstall_atom
+from specguard.adapters.corpus import read_corpus
 
 CORPUS = Path(__file__).parents[1] / "conformance" / "corpus" / "atom"
 

@@ -6,6 +6,7 @@ import json
 
 import numpy as np
 import pytest
+
 from specguard.adapters.corpus import (
     Corpus,
     Event,

@@ -8,9 +8,9 @@ import re
 
 import numpy as np
 import pytest
-from specguard.adapters import guard
 
 from specguard import contracts
+from specguard.adapters import guard
 
 
 def _drafts(rows: list[list[int]]) -> contracts.DrafterOutput:

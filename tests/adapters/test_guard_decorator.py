@@ -8,9 +8,9 @@ import re
 import numpy as np
 import pytest
 from contract_builders import build, kwargs
-from specguard.adapters import guard
 
 from specguard import contracts
+from specguard.adapters import guard
 
 SB, VO = contracts.ScheduledBatch, contracts.VerifyOutput
 

@@ -7,9 +7,9 @@ import re
 import numpy as np
 import pytest
 from atom_engine import BLOCK_SIZE, VOCAB, decode_batch, sequence
-from specguard.adapters import AtomView, guard_runner, guard_scheduler, is_guarded, unwrap
 
 from specguard import contracts
+from specguard.adapters import AtomView, guard_runner, guard_scheduler, is_guarded, unwrap
 
 K = 3
 

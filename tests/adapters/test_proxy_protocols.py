@@ -7,9 +7,9 @@ import pickle
 
 import numpy as np
 import pytest
-from specguard.adapters import guard_runner, is_guarded, unwrap
 
 from specguard import contracts
+from specguard.adapters import guard_runner, is_guarded, unwrap
 
 SPECS = {"forward": {"out": contracts.DrafterOutput}}
 

@@ -7,10 +7,10 @@ import re
 
 import numpy as np
 import pytest
-from specguard.adapters import RankStep, check_ranks
-from specguard.adapters.ranks import HEADER, describe_rows
 
 from specguard import contracts
+from specguard.adapters import RankStep, check_ranks
+from specguard.adapters.ranks import HEADER, describe_rows
 from specguard.cli import main as specguard
 
 #: Four ranks at step 5, mtp_k 3; rank 2 is idle and runs a dummy decode span.

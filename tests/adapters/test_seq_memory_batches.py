@@ -7,11 +7,11 @@ from collections import OrderedDict
 import numpy as np
 from hypothesis import example, given
 from hypothesis import strategies as st
+
+from specguard import contracts
 from specguard.adapters import StepPlan, StepTracker
 from specguard.adapters._seq_memory import SeqMemory
 from specguard.adapters._step_plan import rows_in
-
-from specguard import contracts
 
 IDS = st.integers(0, 7)
 

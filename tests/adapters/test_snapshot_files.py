@@ -9,9 +9,9 @@ import time
 
 import pytest
 from atom_engine import BLOCK_SIZE, VOCAB, decode_batch, sequence
-from specguard.adapters import AtomView, SnapshotError, snapshots
 
 from specguard import contracts
+from specguard.adapters import AtomView, SnapshotError, snapshots
 from specguard.cli import main as specguard
 
 K = 3

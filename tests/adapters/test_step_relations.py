@@ -7,9 +7,9 @@ import re
 
 import numpy as np
 import pytest
-from specguard.adapters import StepLinks, StepTracker
 
 from specguard import contracts
+from specguard.adapters import StepLinks, StepTracker
 
 K, VOCAB, BLOCK = 2, 100, 4
 

@@ -12,14 +12,14 @@ import pytest
 from atom_engine import BLOCK_SIZE, VOCAB, decode_batch, sequence
 from hypothesis import example, given
 from hypothesis import strategies as st
+from vllm_engine import scheduler_output
+
+from specguard import contracts
 from specguard.adapters import AtomView, StepTracker, VllmView
 from specguard.adapters import atom as atom_view
 from specguard.adapters import vllm as vllm_view
 from specguard.adapters._vllm_drafts import dense_drafts
 from specguard.contracts.ops import is_int
-from vllm_engine import scheduler_output
-
-from specguard import contracts
 
 K = 3
 ELEMENTS = st.sampled_from([

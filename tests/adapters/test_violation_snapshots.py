@@ -9,10 +9,10 @@ import re
 import numpy as np
 import pytest
 from atom_engine import BLOCK_SIZE, VOCAB, decode_batch, sequence
-from specguard.adapters import AtomView, SnapshotError, StepTracker, snapshots
 
 from specguard import contracts
 from specguard._cli import check as check_command
+from specguard.adapters import AtomView, SnapshotError, StepTracker, snapshots
 from specguard.cli import main as specguard
 
 K = 3

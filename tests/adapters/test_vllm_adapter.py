@@ -7,7 +7,6 @@ import re
 import numpy as np
 import pytest
 import torch
-from specguard.adapters import StepTracker, VllmView
 from vllm_engine import (
     VOCAB,
     attention_metadata,
@@ -17,6 +16,7 @@ from vllm_engine import (
 )
 
 from specguard import contracts
+from specguard.adapters import StepTracker, VllmView
 
 K = 3
 

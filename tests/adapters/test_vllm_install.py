@@ -16,6 +16,8 @@ from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import pytest
+
+from specguard import contracts
 from specguard.adapters import (
     UnsupportedVllm,
     install_vllm,
@@ -25,8 +27,6 @@ from specguard.adapters import (
 )
 from specguard.adapters.corpus import read_corpus
 from specguard.adapters.vllm_install import installation_of
-
-from specguard import contracts
 
 CORPUS = Path(__file__).parents[1] / "conformance" / "corpus" / "vllm"
 

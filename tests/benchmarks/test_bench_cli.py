@@ -8,8 +8,8 @@ import json
 from typing import Any
 
 import pytest
-from specguard.benchmarks.report import format_report
 
+from specguard.benchmarks.report import format_report
 from specguard.cli import main
 
 ROW_KEYS = {"backend", "batch", "floor_us", "full_us", "metadata_us", "default_us",

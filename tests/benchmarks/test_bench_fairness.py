@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
+from specguard import contracts
 from specguard.benchmarks import agreement, violations
 from specguard.benchmarks.violations import MUTATIONS, broken, unbroken_rules
 from specguard.benchmarks.workload import Fields, decode_batch, to_torch
-
-from specguard import contracts
 
 BACKENDS = ("numpy", "torch")
 CODES = sorted(MUTATIONS)

@@ -6,10 +6,10 @@ import tracemalloc
 
 import numpy as np
 import torch
-from specguard.benchmarks.workload import build, decode_batch, to_torch
-from specguard.contracts._core._values import host_twin
 
 from specguard import contracts
+from specguard.benchmarks.workload import build, decode_batch, to_torch
+from specguard.contracts._core._values import host_twin
 
 
 def _long_prefill() -> dict:

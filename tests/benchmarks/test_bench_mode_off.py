@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
+
+from specguard import contracts
 from specguard.adapters import guard
 from specguard.benchmarks.suite import Settings, mode_off
 from specguard.benchmarks.violations import broken
 from specguard.benchmarks.workload import build, decode_batch
-
-from specguard import contracts
 
 
 def _execute(self, batch):

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-from specguard.adapters.examples import STORIES
-from specguard.benchmarks import device_check
 
 from specguard import contracts
+from specguard.adapters.examples import STORIES
+from specguard.benchmarks import device_check
 
 
 def test_every_boundary_class_is_rebuilt_as_tensors_that_validate() -> None:

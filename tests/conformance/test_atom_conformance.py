@@ -15,10 +15,10 @@ from typing import Any
 
 import numpy as np
 import pytest
-from specguard.adapters import AtomView, StepTracker, guard_scheduler
-from specguard.adapters.corpus import Corpus, corpus_files, read_corpus
 
 from specguard import contracts
+from specguard.adapters import AtomView, StepTracker, guard_scheduler
+from specguard.adapters.corpus import Corpus, corpus_files, read_corpus
 
 CORPUS = Path(__file__).parent / "corpus" / "atom"
 FILES = list(corpus_files(CORPUS))

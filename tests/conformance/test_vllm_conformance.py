@@ -12,10 +12,10 @@ from typing import Any
 
 import numpy as np
 import pytest
-from specguard.adapters import StepTracker, VllmView
-from specguard.adapters.corpus import Corpus, corpus_files, read_corpus
 
 from specguard import contracts
+from specguard.adapters import StepTracker, VllmView
+from specguard.adapters.corpus import Corpus, corpus_files, read_corpus
 
 CORPUS = Path(__file__).parent / "corpus" / "vllm"
 FILES = sorted(corpus_files(CORPUS))

@@ -9,9 +9,9 @@ import threading
 import numpy as np
 import pytest
 from contract_builders import build
-from specguard.adapters import guard
 
 from specguard import contracts
+from specguard.adapters import guard
 
 _SHORT_DRAFTS = {"draft_token_ids": np.zeros((2, 2), dtype=np.int64)}
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from contract_builders import build
-from specguard.contracts._core._config import from_environ
 
 from specguard import contracts
+from specguard.contracts._core._config import from_environ
 
 
 def test_the_default_depth_is_essential():

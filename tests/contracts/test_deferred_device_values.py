@@ -11,9 +11,9 @@ import re
 import numpy as np
 import pytest
 from contract_builders import build
-from specguard.contracts._core import _values
 
 from specguard import contracts
+from specguard.contracts._core import _values
 
 pytest.importorskip("torch")
 

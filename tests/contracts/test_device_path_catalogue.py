@@ -14,10 +14,10 @@ import contract_builders
 import numpy as np
 import pytest
 from contract_builders import CLEAN, build
-from specguard.contracts._core import _values
 from test_rule_catalogue import CASES
 
 from specguard import contracts
+from specguard.contracts._core import _values
 
 pytest.importorskip("torch")
 

@@ -13,9 +13,9 @@ import re
 import numpy as np
 import pytest
 from contract_builders import BACKENDS, ID_DTYPES, build
-from specguard.contracts._core import _values
 
 from specguard import contracts
+from specguard.contracts._core import _values
 
 SB = contracts.ScheduledBatch
 _PERMUTED = (

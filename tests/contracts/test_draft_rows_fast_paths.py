@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from specguard.contracts._boundaries import draft_tokens as module
 
 from specguard import contracts
+from specguard.contracts._boundaries import draft_tokens as module
 
 DT = contracts.DraftTokens
 K, VOCAB = 3, 50

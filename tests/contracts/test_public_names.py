@@ -5,9 +5,9 @@ from __future__ import annotations
 import types
 
 import pytest
-from specguard.contracts import ops
 
 from specguard import adapters, contracts
+from specguard.contracts import ops
 
 CONTRACTS_API = (
     "BOUNDARY_OBJECTS", "DIMENSIONS", "PLACEHOLDER", "REGISTRY", "STATS", "Array", "ArrayField",

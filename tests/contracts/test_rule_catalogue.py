@@ -13,9 +13,9 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 from contract_builders import CLEAN, build, convert
-from specguard.contracts import Array, Index, boundary_object
 
 from specguard import contracts
+from specguard.contracts import Array, Index, boundary_object
 
 SB, DT, MI = contracts.ScheduledBatch, contracts.DraftTokens, contracts.ModelInput
 DI, VO, DO = contracts.DrafterInput, contracts.VerifyOutput, contracts.DrafterOutput

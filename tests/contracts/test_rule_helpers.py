@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from specguard.contracts import ops
 
 from specguard import contracts
+from specguard.contracts import ops
 
 
 @pytest.mark.parametrize("like", [np.zeros(3, np.int32), torch.zeros(3, dtype=torch.int32)],

@@ -11,9 +11,9 @@ import re
 
 import numpy as np
 import pytest
-from specguard.contracts._boundaries import _id_index
 
 from specguard import contracts
+from specguard.contracts._boundaries import _id_index
 
 DT = contracts.DraftTokens
 N = 2000

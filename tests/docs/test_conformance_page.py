@@ -6,7 +6,6 @@ import re
 from pathlib import Path
 
 from specguard.adapters.corpus import Corpus, Event, Expected, corpus_files, write_corpus
-
 from tests.docs.conftest import load_hook_module
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -6,10 +6,10 @@ import re
 from pathlib import Path
 
 import pytest
-from specguard.runner import faults, main_job
-from specguard.runner.faults import FAULTS, Fault
 
 from specguard import contracts
+from specguard.runner import faults, main_job
+from specguard.runner.faults import FAULTS, Fault
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"

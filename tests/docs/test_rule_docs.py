@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 
 import pytest
-from specguard.adapters import examples
 
 from specguard import contracts
+from specguard.adapters import examples
 
 CODES = sorted(contracts.REGISTRY)
 EXAMPLE_CODES = sorted(examples.EXAMPLES)

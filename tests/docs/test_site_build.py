@@ -9,10 +9,10 @@ import re
 from pathlib import Path
 
 import pytest
-from specguard.adapters import examples
 
 from specguard import cli
 from specguard._cli import docs as docs_command
+from specguard.adapters import examples
 
 ROOT = Path(__file__).resolve().parents[2]
 def test_find_config_walks_up_from_a_subfolder(tmp_path):

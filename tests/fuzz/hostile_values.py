@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 import torch
+
 from specguard.contracts import ArrayField
 
 #: Scalars past int32, int64 and Python's printable range, and odd numpy widths.

@@ -20,15 +20,15 @@ import pytest
 import torch
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
+from strategies.workloads import Workload, engine_workloads
+
+from specguard import contracts
 from specguard.runner.config import EngineConfig, ModelConfig
 from specguard.runner.engine import Engine, EngineStalled
 from specguard.runner.faults import DUPLICATE_SEQ_ID, FAULTS, SENTINEL_TO_EMBEDDING, STALE_DRAFTS
 from specguard.runner.kv_cache import blocks_for
 from specguard.runner.oracle import first_divergence, greedy_reference
 from specguard.runner.workload import Request, synthetic_requests
-from strategies.workloads import Workload, engine_workloads
-
-from specguard import contracts
 
 #: The workload pressure that gives each fault a chance to fire (default "none").
 PRESSURE = {SENTINEL_TO_EMBEDDING: "chunked", DUPLICATE_SEQ_ID: "tight"}

@@ -14,12 +14,12 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from specguard.contracts._core import _values
 from strategies.cases import Case
 from strategies.mutations import MUTATIONS, Mutation, mutated
 from strategies.valid import valid_cases
 
 from specguard import contracts
+from specguard.contracts._core import _values
 
 pytest.importorskip("torch")
 

@@ -25,11 +25,11 @@ from hostile_values import (
 )
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from specguard.contracts._core import _values
 from strategies.cases import Case, MappingCase
 from strategies.valid import mapping_cases, valid_cases
 
 from specguard import contracts
+from specguard.contracts._core import _values
 
 CLASSES = contracts.BOUNDARY_OBJECTS
 _EXAMPLES = max(10, settings().max_examples // 3)

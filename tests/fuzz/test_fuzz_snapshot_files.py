@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
-from specguard.adapters import SnapshotError, snapshots
 
+from specguard.adapters import SnapshotError, snapshots
 from specguard.cli import main as specguard
 
 _CLEAN = {"mtp_k": 2, "vocab_size": 8, "seq_ids": np.arange(2),

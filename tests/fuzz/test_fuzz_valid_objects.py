@@ -10,11 +10,11 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 from input_snapshots import same, snapshot
-from specguard.contracts._core._metadata import metadata_findings
 from strategies.cases import Case
 from strategies.valid import mapping_cases, valid_cases
 
 from specguard import contracts
+from specguard.contracts._core._metadata import metadata_findings
 
 CLASSES = contracts.BOUNDARY_OBJECTS
 

@@ -10,6 +10,7 @@ import dataclasses
 from collections.abc import Sequence
 
 import numpy as np
+
 from specguard.runner.config import EngineConfig
 from specguard.runner.engine import Engine, RunResult
 from specguard.runner.model import TinyLM

@@ -5,13 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from engine_builders import SMALL, chunk_boundary, config, memory_pressure, requests_of
+
+from specguard import contracts
 from specguard.runner import faults
 from specguard.runner.scheduler import Scheduler
 from specguard.runner.scheduler_output import SchedulerOutput, scheduled_batch
 from specguard.runner.sequence import Status
 from specguard.runner.step_output import StepResult
-
-from specguard import contracts
 
 TOKEN = 7
 DRAFTS = (1, 2, 3)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from specguard.runner import _timing
-from specguard.runner._timing import ContractClock
 
 from specguard import contracts
+from specguard.runner import _timing
+from specguard.runner._timing import ContractClock
 
 
 class FakeTime:

@@ -12,12 +12,12 @@ import sys
 
 import numpy as np
 import pytest
+
+from specguard.cli import main
 from specguard.runner import faults, main_job
 from specguard.runner.config import EngineConfig
 from specguard.runner.data_parallel import RankJob, padded_size
 from specguard.runner.workload import synthetic_requests
-
-from specguard.cli import main
 
 #: Well under the 60 s collective timeout: a hang cannot pass for a slow run.
 HARNESS_TIMEOUT_S = 45

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 from engine_builders import MODEL, chunk_boundary
-from specguard.runner import scheduler_output
-from specguard.runner.engine import Engine
 
 from specguard import contracts
+from specguard.runner import scheduler_output
+from specguard.runner.engine import Engine
 
 
 def _engine_after(steps: int) -> tuple[Engine, list[contracts.ModelInput]]:

@@ -15,6 +15,8 @@ import numpy as np
 import pytest
 import torch
 from engine_builders import MODEL, chunk_boundary, config, memory_pressure, requests_of
+
+from specguard import contracts
 from specguard.adapters import StepTracker
 from specguard.runner import engine as engine_module
 from specguard.runner import step_relations
@@ -23,8 +25,6 @@ from specguard.runner.engine import Engine
 from specguard.runner.oracle import first_divergence, greedy_reference
 from specguard.runner.step_relations import PendingTrace, StepTrace, check_step
 from specguard.runner.workload import Request
-
-from specguard import contracts
 
 
 def _mixed() -> tuple:

@@ -14,13 +14,13 @@ import re
 import numpy as np
 import pytest
 from engine_builders import MODEL, chunk_boundary, divergence, memory_pressure
+
+from specguard import contracts
 from specguard.adapters import StepTracker
 from specguard.runner import engine as engine_module
 from specguard.runner import faults, model_runner
 from specguard.runner.engine import Engine
 from specguard.runner.faults import FAULTS
-
-from specguard import contracts
 
 #: The hand-made workload that reaches each fault's code path.
 WORKLOADS = {

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pytest
 from engine_builders import MODEL
-from specguard.adapters import _snapshot_write, snapshots
-from specguard.runner.engine import Engine
-from specguard.runner.faults import FAULTS
 from test_fault_catalogue import WORKLOADS
 
 from specguard import contracts
+from specguard.adapters import _snapshot_write, snapshots
 from specguard.cli import main as specguard
+from specguard.runner.engine import Engine
+from specguard.runner.faults import FAULTS
 
 # The faults a single boundary object shows (SG101, SG301, SG105, SG010, SG103); the
 # step-to-step ones (SG6xx) wrote snapshots already, and the cross-rank ones (SG7xx) need

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 from engine_builders import MODEL, requests_of
+
 from specguard.runner.attention import make_group
 from specguard.runner.oracle import Divergence, first_divergence, greedy_reference
 

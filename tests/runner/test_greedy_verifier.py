@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 import torch
-from specguard.runner.verifier import verify_greedy
 
 from specguard import contracts
+from specguard.runner.verifier import verify_greedy
 
 
 def _verify(drafts, targets, num_drafts, mtp_k=3, vocab_size=50):

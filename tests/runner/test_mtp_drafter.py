@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 import torch
+
+from specguard import contracts
 from specguard.runner import faults
 from specguard.runner.config import ModelConfig
 from specguard.runner.drafter import Drafter, drafter_input, next_token_ids
 from specguard.runner.model import TinyLM
-
-from specguard import contracts
 
 MODEL = TinyLM(ModelConfig())
 

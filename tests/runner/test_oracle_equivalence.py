@@ -13,6 +13,7 @@ import pytest
 from engine_builders import chunk_boundary, config, divergence, memory_pressure, requests_of, run
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from specguard.runner.workload import synthetic_requests
 
 MTP_KS = [1, 2, 3, 4]

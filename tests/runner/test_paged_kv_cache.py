@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+
 from specguard.runner.kv_cache import BlockAllocator, KVCache, blocks_for, slot_matrix
 
 

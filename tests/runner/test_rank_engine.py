@@ -8,6 +8,8 @@ import signal
 import numpy as np
 import pytest
 from engine_builders import chunk_boundary
+
+from specguard import contracts
 from specguard.runner.data_parallel import (
     CRASHED,
     FINISHED,
@@ -17,8 +19,6 @@ from specguard.runner.data_parallel import (
     RankOutcome,
     _collect,
 )
-
-from specguard import contracts
 
 
 class RecordingGroup:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-from specguard.runner import main_job
-from specguard.runner.faults import FAULTS
 
 from specguard import contracts
 from specguard.cli import main
+from specguard.runner import main_job
+from specguard.runner.faults import FAULTS
 
 SMALL_RUN = ["run", "--requests", "4", "--min-prompt", "8", "--max-prompt", "150",
              "--max-tokens", "12", "--max-batched-tokens", "64", "--num-blocks", "64",

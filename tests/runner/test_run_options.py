@@ -4,11 +4,11 @@ flag, and the summary of a run that stopped early says only what means something
 from __future__ import annotations
 
 import pytest
-from specguard.runner import main_job
-from specguard.runner.engine import Engine
 
 from specguard import contracts
 from specguard.cli import main
+from specguard.runner import main_job
+from specguard.runner.engine import Engine
 
 SMALL_RUN = ["run", "--requests", "4", "--min-prompt", "8", "--max-prompt", "150",
              "--max-tokens", "12", "--max-batched-tokens", "64", "--num-blocks", "64",

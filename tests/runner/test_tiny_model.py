@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+
 from specguard.runner.attention import make_group
 from specguard.runner.config import ModelConfig
 from specguard.runner.model import TinyLM

@@ -16,9 +16,9 @@ from typing import Any
 import numpy as np
 import torch
 from hypothesis import strategies as st
-from specguard.contracts import DraftTokens
 
 from specguard import contracts
+from specguard.contracts import DraftTokens
 
 Draw = Callable[[st.SearchStrategy[Any]], Any]
 Rng = np.random.Generator

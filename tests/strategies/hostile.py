@@ -9,12 +9,12 @@ from typing import Any
 
 import numpy as np
 import torch
+
 from specguard.contracts import (
     ArrayField,
     ScalarField,
     fields_of,
 )
-
 from strategies.cases import Case, materialize, on_meta_device, other_backend
 
 SKIP = object()  # a hostile kind that does not apply to this field

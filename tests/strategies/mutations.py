@@ -16,6 +16,8 @@ import numpy as np
 import torch
 from hypothesis import reject
 from hypothesis import strategies as st
+
+from specguard import contracts
 from specguard.contracts import (
     DIMENSIONS,
     REGISTRY,
@@ -25,8 +27,6 @@ from specguard.contracts import (
     ScheduledBatch,
     fields_of,
 )
-
-from specguard import contracts
 from strategies.cases import (
     INT32_MAX,
     Case,

@@ -16,6 +16,8 @@ from typing import Any
 import numpy as np
 import torch
 from hypothesis import strategies as st
+
+from specguard import contracts
 from specguard.contracts import (
     ArrayField,
     DrafterInput,
@@ -26,8 +28,6 @@ from specguard.contracts import (
     VerifyOutput,
     fields_of,
 )
-
-from specguard import contracts
 from strategies.cases import (
     BACKENDS,
     ID_DTYPES,

@@ -59,6 +59,7 @@ from typing import Any
 from unittest.mock import MagicMock
 
 import numpy as np
+
 from specguard.adapters.corpus import Corpus, Event, Expected, encode_tree, write_corpus
 
 VOCAB = 1000
