@@ -20,7 +20,7 @@ import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from specguard.adapters import _snapshot_format as fmt
 from specguard.contracts import BoundaryObject, ContractViolation, Violation, fields_of
@@ -85,7 +85,7 @@ def write(directory: Path, subject: str, fields: Mapping[str, Any],
         "object": {"type": subject,
                    "fields": {name: fmt.encode(value, budget) for name, value in fields.items()}},
         "state": None if state is None else _record(state, budget),
-        "violations": [v.to_dict() for v in violations],
+        "violations": [_violation_record(v) for v in violations],
     }
     text = json.dumps(document, allow_nan=False)
     directory.mkdir(parents=True, exist_ok=True)
@@ -102,6 +102,22 @@ def write(directory: Path, subject: str, fields: Mapping[str, Any],
         Path(partial).unlink(missing_ok=True)
         raise
     return path
+
+
+_INT64 = range(-(2**63), 2**63)
+
+
+def _violation_record(violation: Violation) -> dict[str, object]:
+    """The violation as the file holds it. An integer past int64 (a hostile seq id or
+    binding) is left out: the bounded reason text already describes it, and a file that
+    cannot be read back (or a number too long to print) would lose the whole snapshot."""
+    record = violation.to_dict()
+    for key in ("position", "seq_id", "token"):
+        if isinstance(record[key], int) and record[key] not in _INT64:
+            record[key] = None
+    bindings = cast(dict[str, int], record["bindings"])
+    record["bindings"] = {name: value for name, value in bindings.items() if value in _INT64}
+    return record
 
 
 def _record(obj: BoundaryObject, budget: fmt.Budget) -> dict[str, Any]:

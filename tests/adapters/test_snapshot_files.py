@@ -91,3 +91,22 @@ def test_duplicate_keys_are_refused_as_ambiguous(tmp_path, capsys):
         snapshots.load(path)
     assert specguard(["check", str(path)]) == 2
     assert "ambiguous" in capsys.readouterr().err
+
+
+def test_a_violation_naming_an_integer_past_int64_is_still_written(tmp_path):
+    """A hostile seq id too long to print loses only that number, not the snapshot."""
+    from specguard.adapters import _snapshot_format, _snapshot_write
+    from specguard.contracts import Violation
+
+    huge = 10**5000
+    violation = Violation(code="SG010", title="seq ids are unique", boundary="b",
+                          subject="ScheduledBatch", reason="seq <integer of 16610 bits>",
+                          position=3, seq_id=huge, token=-huge, bindings={"num_seqs": 4,
+                                                                         "mtp_k": huge})
+    path = _snapshot_write.write(tmp_path, "ScheduledBatch", {"mtp_k": huge}, (violation,))
+    document = _snapshot_format.read_model(path.read_bytes())  # the file's own schema
+    assert document.object.fields["mtp_k"].kind == "opaque"
+    [record] = document.violations
+    assert (record.position, record.seq_id, record.token) == (3, None, None)
+    assert dict(record.bindings) == {"num_seqs": 4}
+    assert record.reason == "seq <integer of 16610 bits>"
