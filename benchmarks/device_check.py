@@ -1,6 +1,6 @@
 """The accelerator check: no host sync from validation, deferred verdicts, the engine on a GPU.
 
-Run it on a machine with CUDA: ``python -m benchmarks.device_check`` (or ``--device
+Run it on a machine with CUDA: ``python -m specguard.benchmarks.device_check`` (or ``--device
 cuda:1``). It prints one line per check and exits 0 when every check holds, 1 when one
 fails and 2 when the device is missing. What it checks:
 
@@ -123,7 +123,7 @@ def _engine(device: str, extra: Sequence[str], expected: int) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run every device check; 0 when all hold, 1 when one fails, 2 without the device."""
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.device_check")
+    parser = argparse.ArgumentParser(prog="python -m specguard.benchmarks.device_check")
     parser.add_argument("--device", default="cuda")
     args = parser.parse_args(argv)
     import torch
