@@ -33,7 +33,7 @@ from specguard import contracts
 from specguard.benchmarks.timing import Case, interleave
 from specguard.benchmarks.workload import BLOCK_SIZE, MTP_K, VOCAB_SIZE
 
-__all__ = ["atom_batch", "from_mapping_costs", "import_cost",
+__all__ = ["WITH_TRACKER", "atom_batch", "from_mapping_costs", "import_cost",
            "scheduler_output", "view_costs"]
 
 _US = 1e6
@@ -94,13 +94,26 @@ def _validate_all(objects: tuple[Any, ...], config: contracts.Config) -> None:
         contracts.validate(obj, config=config)
 
 
-def _views(size: int) -> dict[str, tuple[Callable[[], Any], Callable[[], tuple[Any, ...]]]]:
-    """Per view: a call of the view, and the contract objects it builds (to re-validate)."""
-    from specguard.adapters import AtomView, VllmView
+#: Suffix of the view entries that carry a StepTracker (full depth only).
+WITH_TRACKER = " + StepTracker"
+
+
+def _views(size: int, *, tracked: bool = False,
+           ) -> dict[str, tuple[Callable[[], Any], Callable[[], tuple[Any, ...]]]]:
+    """Per view: a call of the view, and the contract objects it builds (to re-validate).
+
+    ``tracked`` gives each view a StepTracker. It then sees the same decode batch every
+    step: the steady state of the scheduler hand-over, with no verify or draft hand-over
+    in between (those are the runner's, and are not timed here).
+    """
+    from specguard.adapters import AtomView, StepTracker, VllmView
 
     batch, output = atom_batch(size), scheduler_output(size)
-    atom = AtomView(mtp_k=MTP_K, vocab_size=VOCAB_SIZE, block_size=BLOCK_SIZE)
-    vllm = VllmView(mtp_k=MTP_K, vocab_size=VOCAB_SIZE)
+    atom = AtomView(mtp_k=MTP_K, vocab_size=VOCAB_SIZE, block_size=BLOCK_SIZE,
+                    tracker=StepTracker() if tracked else None)
+    vllm = VllmView(mtp_k=MTP_K, vocab_size=VOCAB_SIZE,
+                    tracker=StepTracker() if tracked else None)
+    suffix = WITH_TRACKER if tracked else ""
 
     def atom_objects() -> tuple[Any, ...]:
         return (atom(batch),)
@@ -108,16 +121,23 @@ def _views(size: int) -> dict[str, tuple[Callable[[], Any], Callable[[], tuple[A
     def vllm_objects() -> tuple[Any, ...]:
         return (vllm.schedule(output).draft_tokens,)
 
-    return {"ATOM": (lambda: atom(batch), atom_objects),
-            "vLLM": (lambda: vllm.schedule(output), vllm_objects)}
+    return {"ATOM" + suffix: (lambda: atom(batch), atom_objects),
+            "vLLM" + suffix: (lambda: vllm.schedule(output), vllm_objects)}
 
 
 def view_costs(size: int, depths: tuple[str, ...], *, repeats: int, target_s: float,
                clock: Callable[[], float]) -> list[dict[str, Any]]:
-    """One entry per view and depth: the view's call against validating what it built."""
+    """One entry per view and depth: the view's call against validating what it built.
+
+    Each view is timed once more with a StepTracker, at full depth (where its step rules
+    run), as the view named ``"<view> + StepTracker"``.
+    """
     found = []
-    for name, (call, objects) in _views(size).items():
-        for depth in depths:
+    plain = [(view, depths) for view in _views(size).items()]
+    tracked = [(view, ("full",)) for view in _views(size, tracked=True).items()
+               if "full" in depths]
+    for (name, (call, objects)), view_depths in plain + tracked:
+        for depth in view_depths:
             config = _config(depth)
             with contracts.checking(mode="strict", depth=depth):
                 built = objects()

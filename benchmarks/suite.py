@@ -284,6 +284,8 @@ def _around_targets(views: list[dict[str, Any]], mapping: list[dict[str, Any]],
     """Targets of the costs around validation: views, the draft-row builder, the import."""
     found = []
     for entry in views:
+        if entry["view"].endswith(adapter_costs.WITH_TRACKER):
+            continue  # judged against its own target below
         where = f"{entry['view']} view at B={entry['batch']}, {entry['depth']} depth"
         if entry["depth"] == "metadata":
             found.append(_target(f"{where} ≤ 100 µs", entry["view_us"],
@@ -291,9 +293,12 @@ def _around_targets(views: list[dict[str, Any]], mapping: list[dict[str, Any]],
         if entry["depth"] == "full":
             found.append(_target(f"{where} ≤ 2× core validation of its objects",
                                  entry["ratio"], entry["ratio"] <= 2))
-    for view in sorted({entry["view"] for entry in views}):
-        found.append(_target(f"{view} view with a StepTracker ≤ 3× core validation",
-                             None, False) | {"note": "not measured by this suite"})
+    for entry in views:
+        if entry["view"].endswith(adapter_costs.WITH_TRACKER):
+            view = entry["view"].removesuffix(adapter_costs.WITH_TRACKER)
+            found.append(_target(f"{view} view with a StepTracker ≤ 3× core validation",
+                                 entry["ratio"], entry["ratio"] <= 3) | {
+                "note": "the same decode batch each step: the scheduler hand-over only"})
     for entry in mapping:
         if entry["batch"] < 1024:
             continue

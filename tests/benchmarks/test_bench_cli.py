@@ -146,8 +146,10 @@ def test_quick_json_has_one_adapter_entry_per_view_and_depth(quick_report):
     """The adapters section times ATOM's and vLLM's view at every depth, with a ratio."""
     _, report, _ = quick_report
     entries = report["adapters"]
-    assert sorted((e["view"], e["depth"]) for e in entries) == sorted(
-        (view, depth) for view in ("ATOM", "vLLM") for depth in ("metadata", "essential", "full"))
+    plain = [(view, depth) for view in ("ATOM", "vLLM")
+             for depth in ("metadata", "essential", "full")]
+    tracked = [("ATOM + StepTracker", "full"), ("vLLM + StepTracker", "full")]
+    assert sorted((e["view"], e["depth"]) for e in entries) == sorted(plain + tracked)
     for entry in entries:
         assert set(entry) == {"view", "depth", "batch", "view_us", "validation_us", "ratio"}
         assert entry["batch"] > 0 and entry["view_us"] > 0 and entry["validation_us"] > 0
@@ -215,3 +217,14 @@ def test_quick_json_reports_memory_for_a_long_token_stream(quick_report):
     memory = report["memory"]
     assert memory["num_seqs"] == 4 and memory["token_bytes"] == 1 << 20
     assert memory["peak_bytes"] > 0
+
+
+def test_quick_json_judges_the_tracker_targets_from_a_measured_ratio(quick_report):
+    """Each view with a StepTracker is timed, and its target's value is that ratio."""
+    _, report, _ = quick_report
+    ratios = {e["view"]: e["ratio"] for e in report["adapters"]}
+    for view in ("ATOM", "vLLM"):
+        [target] = [t for t in report["targets"]
+                    if t["target"] == f"{view} view with a StepTracker ≤ 3× core validation"]
+        assert target["value"] == ratios[f"{view} + StepTracker"]
+        assert target["met"] is (target["value"] <= 3)
