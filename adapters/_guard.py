@@ -156,9 +156,7 @@ def _wrap(
     fn: Callable[..., Any], label: str, params: Mapping[str, Any],
     positions: Mapping[str, int | None], returns: Any,
 ) -> Callable[..., Any]:
-    checks = tuple((name, positions[name], _checker(spec, label, name))
-                   for name, spec in params.items())
-    check_result = None if returns is _MISSING else _checker(returns, label, _RETURN)
+    checks, check_result = _checkers(label, params, positions, returns)
     off = Mode.OFF
 
     @functools.wraps(fn)
@@ -166,6 +164,7 @@ def _wrap(
         __tracebackhide__ = True
         config = current_config()
         if config.mode is not off:
+            # _check_arguments, inlined: a call costs as much as the loop on this hot path.
             for name, index, check in checks:
                 if name in kwargs:
                     check(kwargs[name], config)
@@ -187,30 +186,41 @@ def _wrap_async(
     positions: Mapping[str, int | None], returns: Any,
 ) -> Callable[..., Any]:
     """``_wrap`` for ``async def``: the awaited result is checked, not the coroutine."""
-    checks = tuple((name, positions[name], _checker(spec, label, name))
-                   for name, spec in params.items())
-    check_result = None if returns is _MISSING else _checker(returns, label, _RETURN)
-    off = Mode.OFF
+    checks, check_result = _checkers(label, params, positions, returns)
 
     @functools.wraps(fn)
     async def guarded(*args: Any, **kwargs: Any) -> Any:
         __tracebackhide__ = True
         config = current_config()
-        if config.mode is not off:
-            for name, index, check in checks:
-                if name in kwargs:
-                    check(kwargs[name], config)
-                elif index is not None and index < len(args):
-                    check(args[index], config)
+        if config.mode is not Mode.OFF:
+            _check_arguments(checks, args, kwargs, config)
         result = await fn(*args, **kwargs)
         if check_result is not None:
             config = current_config()
-            if config.mode is not off:
+            if config.mode is not Mode.OFF:
                 check_result(result, config)
         return result
 
     guarded.__sg_guarded__ = fn  # type: ignore[attr-defined]
     return guarded
+
+
+def _checkers(
+    label: str, params: Mapping[str, Any], positions: Mapping[str, int | None], returns: Any,
+) -> tuple[tuple[tuple[str, int | None, Any], ...], Any]:
+    """Each parameter's check with where to find its argument, and the result's check."""
+    checks = tuple((name, positions[name], _checker(spec, label, name))
+                   for name, spec in params.items())
+    return checks, None if returns is _MISSING else _checker(returns, label, _RETURN)
+
+
+def _check_arguments(checks: tuple[tuple[str, int | None, Any], ...], args: tuple[Any, ...],
+                     kwargs: Mapping[str, Any], config: Any) -> None:
+    for name, index, check in checks:
+        if name in kwargs:
+            check(kwargs[name], config)
+        elif index is not None and index < len(args):
+            check(args[index], config)
 
 
 #: Functions decorated while the mode was off: they stay unchecked for the whole process.

@@ -16,6 +16,7 @@ from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import pytest
+from vllm_traffic import scheduler_output
 
 from specguard import contracts
 from specguard.adapters import (
@@ -77,16 +78,6 @@ class _Runner:
         return SimpleNamespace(sampled_token_ids=self.next_sampled)
 
 
-def _output(fields: dict[str, Any]) -> SimpleNamespace:
-    return SimpleNamespace(
-        num_scheduled_tokens=fields["num_scheduled_tokens"],
-        total_num_scheduled_tokens=fields["total_num_scheduled_tokens"],
-        scheduled_spec_decode_tokens=fields["scheduled_spec_decode_tokens"],
-        scheduled_new_reqs=[SimpleNamespace(**new) for new in fields["scheduled_new_reqs"]],
-        scheduled_cached_reqs=SimpleNamespace(**fields["scheduled_cached_reqs"]),
-        num_spec_tokens_to_schedule=fields.get("num_spec_tokens_to_schedule"))
-
-
 def _drive(runner: _Runner, name: str) -> None:
     """Call the runner's methods with one corpus file's traffic, in vLLM's order."""
     pending: dict[str, Any] = {}
@@ -94,7 +85,7 @@ def _drive(runner: _Runner, name: str) -> None:
         fields = event.values()
         if event.event == "schedule":
             runner.next_order = fields["req_ids"]
-            runner._update_states(_output(fields))
+            runner._update_states(scheduler_output(fields))
         elif event.event == "verified":
             runner.next_sampled = fields["sampled_token_ids"]
             runner._sample(None, None)

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from vllm_traffic import scheduler_output
 
 from specguard import contracts
 from specguard.adapters import StepTracker, VllmView
@@ -27,18 +28,6 @@ def _corpus(name: str) -> Corpus:
     return read_corpus(CORPUS / f"{name}.json")
 
 
-def _output(fields: dict[str, Any]) -> SimpleNamespace:
-    """A SchedulerOutput with the recorded fields, under vLLM's names."""
-    return SimpleNamespace(
-        num_scheduled_tokens=fields["num_scheduled_tokens"],
-        total_num_scheduled_tokens=fields["total_num_scheduled_tokens"],
-        scheduled_spec_decode_tokens=fields["scheduled_spec_decode_tokens"],
-        scheduled_new_reqs=[SimpleNamespace(**new) for new in fields["scheduled_new_reqs"]],
-        scheduled_cached_reqs=SimpleNamespace(**fields["scheduled_cached_reqs"]),
-        finished_req_ids=set(fields["finished_req_ids"]),
-        num_spec_tokens_to_schedule=fields.get("num_spec_tokens_to_schedule"))
-
-
 def _view(corpus: Corpus, **options: Any) -> VllmView:
     settings: dict[str, Any] = dict(
         mtp_k=corpus.config["mtp_k"], vocab_size=corpus.config["vocab_size"],
@@ -50,7 +39,7 @@ def _view(corpus: Corpus, **options: Any) -> VllmView:
 def _feed(view: VllmView, step: Any, event: str, fields: dict[str, Any]) -> Any:
     """Hand one recorded event to the view; returns the step in flight."""
     if event == "schedule":
-        return view.schedule(_output(fields), req_ids=fields["req_ids"])
+        return view.schedule(scheduler_output(fields), req_ids=fields["req_ids"])
     if event == "verified":
         view.verified(step, fields["sampled_token_ids"])
     elif event == "drafter_input":
@@ -144,7 +133,7 @@ def test_vllm_last_token_indices_none_samples_at_span_ends():
     fields = next(f for f in _events(corpus, "drafter_input") if f["last_token_indices"] is None)
     view = _view(corpus, tracker=None)
     with contracts.checking(mode="strict", depth="full"):
-        step = view.schedule(_output(_events(corpus, "schedule")[fields["step"]]),
+        step = view.schedule(scheduler_output(_events(corpus, "schedule")[fields["step"]]),
                              req_ids=_events(corpus, "schedule")[fields["step"]]["req_ids"])
         drafter = view.drafter_input(
             step, target_token_ids=fields["target_token_ids"],
@@ -173,7 +162,7 @@ def test_vllm_0_11_discarded_chunk_drafts_are_read_from_the_span_tail():
         assert meta["draft_token_ids"].tolist()[-2:] == \
             long[0]["scheduled_spec_decode_tokens"]["long"]
         assert _replay(corpus) == []
-    short = _output(long[0])
+    short = scheduler_output(long[0])
     short.num_scheduled_tokens = {**short.num_scheduled_tokens, "long": 2}
     short.total_num_scheduled_tokens = sum(short.num_scheduled_tokens.values())
     with contracts.checking(mode="strict", depth="full"), pytest.raises(
@@ -220,7 +209,7 @@ def test_vllm_minus_one_reaching_an_embedding_is_still_sg301():
     view = _view(corpus, tracker=None)
     with contracts.checking(mode="strict", depth="full"), pytest.raises(
             contracts.ContractViolation) as caught:
-        step = view.schedule(_output(schedule), req_ids=schedule["req_ids"])
+        step = view.schedule(scheduler_output(schedule), req_ids=schedule["req_ids"])
         _feed(view, step, "drafter_input", {**fields, "next_token_ids": next_ids})
     assert caught.value.codes == ("SG301",)
     assert caught.value.violations[0].position == 1
@@ -241,7 +230,7 @@ def test_vllm_0_33_dynamic_k_rows_narrower_than_mtp_k_are_valid():
                                                           match=re.escape(
             "SG102 row width follows mtp_k [DrafterOutput.draft_token_ids, drafter → "
             "scheduler]: draft_token_ids is i64[2,3] but mtp_k=1")):
-        step = view.schedule(_output(schedule), req_ids=schedule["req_ids"])
+        step = view.schedule(scheduler_output(schedule), req_ids=schedule["req_ids"])
         view.drafted(step, np.zeros((2, 3), dtype=np.int64))
 
 
