@@ -16,7 +16,6 @@ not checked).
 
 from __future__ import annotations
 
-from collections import deque
 from itertools import repeat
 
 import numpy as np
@@ -32,85 +31,74 @@ class SeqMemory:
 
     ``_ends`` holds every remembered seq in recency order (a dict keeps insertion order,
     and a seq seen again is moved to its end), with its next position or -1; ``_emitted``
-    holds ``(base, tokens)`` for the seqs the verifier emitted tokens for. Both are
-    plain dicts so that a whole batch is looked up and recorded in C-level passes.
+    holds ``(base, tokens)`` for the seqs the verifier emitted tokens for.
+
+    A step records whole batches (:meth:`advance`, :meth:`emitted_rows`) into a log of
+    arrays, folded into the dicts every ``fold_every`` records: a seq that stays in the
+    batch is then written once per fold instead of once per step, and the fold itself is
+    numpy passes plus one C-level dict update per distinct seq. The dicts are exact
+    after every fold. A record that could take the memory past ``limit`` is folded at
+    once and applied one seq at a time, so that what is forgotten is exactly what a
+    least-recently-seen memory forgets.
     """
 
-    def __init__(self, limit: int = 1 << 16) -> None:
+    def __init__(self, limit: int = 1 << 16, fold_every: int = 16) -> None:
         self.limit = limit
+        self.fold_every = fold_every
         self._ends: dict[int, int] = {}
         self._emitted: dict[int, tuple[int, np.ndarray]] = {}
+        self._log: list[_Record] = []
+        self._logged = 0  # ids in the log: at most this many seqs are new to the dicts
 
     def __len__(self) -> int:
+        self._fold()
         return len(self._ends)
 
     def clear(self) -> None:
         """Forget every seq."""
         self._ends.clear()
         self._emitted.clear()
-
-    def _touch(self, seq_id: int, end: int) -> None:
-        """Make ``seq_id`` the most recently seen seq with next position ``end``, dropping
-        the least recently seen one when a new seq takes the memory past its limit."""
-        known = self._ends.pop(seq_id, None) is not None
-        self._ends[seq_id] = end
-        if not known and len(self._ends) > self.limit:
-            self._forget(next(iter(self._ends)))
-
-    def _forget(self, seq_id: int) -> None:
-        del self._ends[seq_id]
-        self._emitted.pop(seq_id, None)
+        self._log.clear()
+        self._logged = 0
 
     def ends(self, seq_ids: np.ndarray) -> np.ndarray:
         """Each seq's next position, or -1 when it is not known."""
-        return np.fromiter(map(self._ends.get, seq_ids.tolist(), repeat(UNKNOWN)),
-                           dtype=np.int64, count=seq_ids.shape[0])
+        found = np.fromiter(map(self._ends.get, seq_ids.tolist(), repeat(UNKNOWN)),
+                            dtype=np.int64, count=seq_ids.shape[0])
+        for record in self._log:  # oldest first: a later record wins
+            if record.ends is not None:
+                at = _last_rows_in(record.ids, seq_ids)
+                hit = at >= 0
+                found[hit] = record.ends[at[hit]]
+        return found
 
     def advance(self, seq_ids: np.ndarray, starts: np.ndarray, advance: np.ndarray) -> None:
         """Record where a step left each seq: ``start + advance``, or unknown (-1)."""
         ends = np.where((advance >= 0) & (starts >= 0), starts + advance, UNKNOWN)
-        ids, values = seq_ids.tolist(), ends.tolist()
-        if len(self._ends) + len(ids) > self.limit:
-            known = sum(map(self._ends.__contains__, ids))
-            if len(self._ends) + len(ids) - known > self.limit:
-                self._touch_each(ids, values)  # seqs to drop on the way: in batch order
-                return
-        # Every seq moves to the recent end in batch order, as one at a time would.
-        deque(map(self._ends.pop, ids, repeat(None)), maxlen=0)
-        without = len(self._ends)
-        self._ends.update(zip(ids, values, strict=True))
-        if len(self._ends) - without != len(ids):
-            self._touch_each(ids, values)  # a repeated id: its last occurrence is its place
+        self._record(_Record(seq_ids.astype(np.int64), ends.astype(np.int64)))
 
-    def _touch_each(self, ids: list[int], ends: list[int]) -> None:
-        for seq_id, end in zip(ids, ends, strict=True):
-            self._touch(seq_id, end)
+    def emitted_rows(self, seq_ids: np.ndarray, positions: np.ndarray, tokens: np.ndarray,
+                     counts: np.ndarray) -> None:
+        """Record ``tokens[i, :counts[i]]`` as emitted for ``seq_ids[i]`` from
+        ``positions[i]`` on, for every row: what :meth:`emitted` does row by row."""
+        keep = (positions >= 0) & (counts > 0)
+        if not keep.all():
+            seq_ids, positions, tokens, counts = (
+                seq_ids[keep], positions[keep], tokens[keep], counts[keep])
+        if seq_ids.shape[0]:
+            self._record(_Record(seq_ids.astype(np.int64), None, positions.astype(np.int64),
+                                 tokens.astype(np.int64), counts.astype(np.int64)))
 
     def emitted(self, seq_id: int, position: int, tokens: np.ndarray) -> None:
         """Record ``tokens`` as emitted for ``seq_id`` from ``position`` on."""
-        if position < 0 or tokens.shape[0] == 0:
-            return
-        self._touch(seq_id, self._ends.get(seq_id, UNKNOWN))
-        if seq_id not in self._ends:
-            return  # a memory of no seqs at all
-        entry = self._emitted.get(seq_id)
-        base, emitted = entry if entry is not None else (position, _NOTHING)
-        if position < base:  # an earlier position than any known: re-base
-            pad = np.full(base - position, UNKNOWN, dtype=np.int64)
-            emitted = np.concatenate([pad, emitted])
-            base = position
-        stop = position - base + tokens.shape[0]
-        if stop > emitted.shape[0]:
-            grown = np.full(stop, UNKNOWN, dtype=np.int64)
-            grown[: emitted.shape[0]] = emitted
-            emitted = grown
-        emitted[position - base:stop] = tokens
-        self._emitted[seq_id] = (base, emitted)
+        self._fold()
+        self._emit(seq_id, position, tokens)
 
     def first_mismatch(self, seq_id: int, start: int,
                        tokens: np.ndarray) -> tuple[int, int, int] | None:
         """The first position in ``[start, start + len(tokens))`` whose token differs from
         the one emitted there, as ``(position, fed, emitted)``; None when all agree."""
+        self._fold()
         entry = self._emitted.get(seq_id)
         if entry is None or start < 0:
             return None
@@ -126,3 +114,159 @@ class SeqMemory:
             return None
         i = int(bad[0])
         return lo + i, int(fed[i]), int(known[i])
+
+    def _record(self, record: _Record) -> None:
+        if len(self._ends) + self._logged + record.ids.shape[0] > self.limit:
+            self._fold()
+            record.apply_one_by_one(self)  # seqs may be forgotten on the way: in order
+            return
+        self._log.append(record)
+        self._logged += record.ids.shape[0]
+        if len(self._log) >= self.fold_every:
+            self._fold()
+
+    def _fold(self) -> None:
+        """Apply the log to the dicts: no seq is forgotten (see :meth:`_record`)."""
+        if not self._log:
+            return
+        log, self._log, self._logged = self._log, [], 0
+        touched = np.concatenate([record.ids for record in log])
+        order = _by_last_touch(touched)
+        ids = order.tolist()
+        ends = np.fromiter(map(self._ends.pop, ids, repeat(UNKNOWN)), dtype=np.int64,
+                           count=len(ids))
+        advanced = [record for record in log if record.ends is not None]
+        if advanced:
+            moved = np.concatenate([record.ids for record in advanced])
+            at = _last_rows_in(moved, order)
+            hit = at >= 0
+            ends[hit] = np.concatenate([record.ends for record in advanced  # type: ignore[misc]
+                                        ])[at[hit]]
+        self._ends.update(zip(ids, ends.tolist(), strict=True))
+        emitted = [record for record in log if record.ends is None]
+        if emitted:
+            self._write_grouped(*_last_writes(emitted))
+
+    def _write_grouped(self, ids: np.ndarray, positions: np.ndarray,
+                       tokens: np.ndarray) -> None:
+        """Write tokens sorted by seq and position, one write per seq."""
+        starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])
+        stops = np.r_[starts[1:], ids.shape[0]]
+        for seq_id, lo, hi in zip(ids[starts].tolist(), starts.tolist(), stops.tolist(),
+                                  strict=True):
+            self._scatter(seq_id, positions[lo:hi], tokens[lo:hi])
+
+    def _scatter(self, seq_id: int, positions: np.ndarray, tokens: np.ndarray) -> None:
+        """Store ``tokens`` at the sorted ``positions`` of the seq's emitted array."""
+        first, stop = int(positions[0]), int(positions[-1]) + 1
+        if stop - first == positions.shape[0]:  # contiguous (positions are distinct)
+            self._write(seq_id, first, tokens)
+            return
+        entry = self._emitted.get(seq_id)
+        base, emitted = entry if entry is not None else (first, _NOTHING)
+        low, high = min(base, first), max(base + emitted.shape[0], stop)
+        grown = np.full(high - low, UNKNOWN, dtype=np.int64)
+        grown[base - low: base - low + emitted.shape[0]] = emitted
+        grown[positions - low] = tokens
+        self._emitted[seq_id] = (low, grown)
+
+    def _touch(self, seq_id: int, end: int) -> None:
+        """Make ``seq_id`` the most recently seen seq with next position ``end``, dropping
+        the least recently seen one when a new seq takes the memory past its limit."""
+        known = self._ends.pop(seq_id, None) is not None
+        self._ends[seq_id] = end
+        if not known and len(self._ends) > self.limit:
+            self._forget(next(iter(self._ends)))
+
+    def _forget(self, seq_id: int) -> None:
+        del self._ends[seq_id]
+        self._emitted.pop(seq_id, None)
+
+    def _emit(self, seq_id: int, position: int, tokens: np.ndarray) -> None:
+        """:meth:`emitted` on the dicts alone (the log is folded)."""
+        if position < 0 or tokens.shape[0] == 0:
+            return
+        self._touch(seq_id, self._ends.get(seq_id, UNKNOWN))
+        if seq_id not in self._ends:
+            return  # a memory of no seqs at all
+        self._write(seq_id, position, tokens)
+
+    def _write(self, seq_id: int, position: int, tokens: np.ndarray) -> None:
+        """Store ``tokens`` at ``position`` in the seq's emitted array (no recency change)."""
+        entry = self._emitted.get(seq_id)
+        base, emitted = entry if entry is not None else (position, _NOTHING)
+        if position < base:  # an earlier position than any known: re-base
+            pad = np.full(base - position, UNKNOWN, dtype=np.int64)
+            emitted = np.concatenate([pad, emitted])
+            base = position
+        stop = position - base + tokens.shape[0]
+        if stop > emitted.shape[0]:
+            grown = np.full(stop, UNKNOWN, dtype=np.int64)
+            grown[: emitted.shape[0]] = emitted
+            emitted = grown
+        emitted[position - base:stop] = tokens
+        self._emitted[seq_id] = (base, emitted)
+
+
+class _Record:
+    """One batch recorded into the memory: an advance (``ends``) or emitted tokens."""
+
+    __slots__ = ("counts", "ends", "ids", "positions", "tokens")
+
+    def __init__(self, ids: np.ndarray, ends: np.ndarray | None,
+                 positions: np.ndarray | None = None, tokens: np.ndarray | None = None,
+                 counts: np.ndarray | None = None) -> None:
+        self.ids, self.ends = ids, ends
+        self.positions, self.tokens, self.counts = positions, tokens, counts
+
+    def apply_one_by_one(self, memory: SeqMemory) -> None:
+        if self.ends is not None:
+            for seq_id, end in zip(self.ids.tolist(), self.ends.tolist(), strict=True):
+                memory._touch(seq_id, end)
+            return
+        for row, (seq_id, position) in enumerate(zip(self.ids.tolist(),
+                                                     self.positions.tolist(), strict=True)):
+            memory._emit(seq_id, position, self.tokens[row, : self.counts[row]])
+
+
+
+def _last_writes(records: list[_Record]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every emitted token of ``records`` as ``(seq id, position, token)``, sorted by seq
+    and position, the last write of a position winning (records and rows in order)."""
+    ids, positions, tokens = [], [], []
+    for record in records:
+        assert record.positions is not None and record.tokens is not None \
+            and record.counts is not None
+        width = record.tokens.shape[1]
+        taken = np.arange(width)[None, :] < np.minimum(record.counts, width)[:, None]
+        ids.append(np.broadcast_to(record.ids[:, None], taken.shape)[taken])
+        positions.append((record.positions[:, None] + np.arange(width)[None, :])[taken])
+        tokens.append(record.tokens[taken])
+    flat_ids, flat_positions = np.concatenate(ids), np.concatenate(positions)
+    flat_tokens = np.concatenate(tokens)
+    order = np.lexsort((np.arange(flat_ids.shape[0]), flat_positions, flat_ids))
+    flat_ids, flat_positions, flat_tokens = (
+        flat_ids[order], flat_positions[order], flat_tokens[order])
+    last = np.r_[(flat_ids[1:] != flat_ids[:-1]) | (flat_positions[1:] != flat_positions[:-1]),
+                 True]
+    return flat_ids[last], flat_positions[last], flat_tokens[last]
+
+
+def _last_rows_in(reference: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """For each id, the index of its last occurrence in ``reference``, or -1."""
+    if reference.shape[0] == 0 or ids.shape[0] == 0:
+        return np.full(ids.shape[0], UNKNOWN, dtype=np.int64)
+    backwards = reference[::-1]
+    order = np.argsort(backwards, kind="stable")
+    ordered = backwards[order]
+    at = np.minimum(np.searchsorted(ordered, ids), ordered.shape[0] - 1)
+    found = ordered[at] == ids
+    return np.where(found, reference.shape[0] - 1 - order[at], UNKNOWN).astype(np.int64)
+
+
+def _by_last_touch(touched: np.ndarray) -> np.ndarray:
+    """The distinct ids of ``touched``, ordered by their last occurrence."""
+    distinct, first_from_end = np.unique(touched[::-1], return_index=True)
+    last = touched.shape[0] - 1 - first_from_end
+    ordered: np.ndarray = distinct[np.argsort(last, kind="stable")]
+    return ordered

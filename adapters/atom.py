@@ -47,10 +47,12 @@ from specguard.adapters._host import host_array
 from specguard.adapters.step_tracker import StepLinks, StepPlan, StepState, StepTracker
 from specguard.contracts import (
     Boundary,
+    Depth,
     DrafterOutput,
     Finding,
     ScheduledBatch,
     VerifyOutput,
+    current_config,
     report,
 )
 from specguard.contracts.ops import is_int
@@ -195,8 +197,8 @@ class AtomView:
             "seq_ids": seq_ids, "is_decode": is_decode,
             "num_scheduled_tokens": _read(batch, "num_scheduled_tokens"),
             "context_lens": context,
-            "block_tables": _block_summary(_read(batch, "block_tables"), context,
-                                           self.block_size),
+            "block_tables": _block_tables(_read(batch, "block_tables"), context,
+                                          self.block_size),
             "token_ids": _read(batch, "scheduled_tokens"),
             "draft_token_ids": drafts,
             "num_drafts": num_drafts,
@@ -341,6 +343,19 @@ def _rows_read(raw: Any, is_decode: np.ndarray, links: StepLinks, num_drafts: np
     dense = np.zeros((decode.shape[0], mtp_k), dtype=rows.dtype)
     dense[reader] = rows[at]
     return dense
+
+
+def _block_tables(tables: Any, context: Any, block_size: int) -> Any:
+    """ATOM's block tables as the contract reads them at the current depth.
+
+    At ``metadata`` depth a list of tables is a count: its entries are values (ATOM's
+    Python lists carry no dtype to read without walking them), so it reaches the contract
+    as an empty ``(n_tables, 0)`` array and SG105 still names a filtered-out seq. At the
+    deeper depths every table is read (:func:`_block_summary`).
+    """
+    if isinstance(tables, list | tuple) and current_config().depth is Depth.METADATA:
+        return np.zeros((len(tables), 0), dtype=np.int64)
+    return _block_summary(tables, context, block_size)
 
 
 def _block_summary(tables: Any, context: Any, block_size: int) -> Any:

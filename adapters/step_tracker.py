@@ -214,11 +214,8 @@ class StepTracker:
         # The rows that emitted tokens for a decode seq of the step, chosen in one pass.
         rows = np.flatnonzero((positions >= 0) & step.plan.is_decode[at] & (accepted >= 0)
                               & (accepted < tokens.shape[1]) & (starts >= 0))
-        wide = tokens[rows].astype(np.int64)
-        for row, seq_id, start, count in zip(
-                range(rows.shape[0]), ids[rows].tolist(), (starts[rows] + 1).tolist(),
-                accepted[rows].tolist(), strict=True):
-            self._memory.emitted(seq_id, start, wide[row, : count + 1])
+        self._memory.emitted_rows(ids[rows], starts[rows] + 1, tokens[rows],
+                                  accepted[rows].astype(np.int64) + 1)
 
     def verify_rows(self, seq_ids: Any, num_accepted: Any) -> None:
         """:meth:`verified` from the arrays alone: one row per decode seq, in batch order."""

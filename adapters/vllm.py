@@ -24,10 +24,9 @@ into a live ``GPUModelRunner``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
 from itertools import repeat
-from typing import Any, overload
+from typing import Any, NamedTuple, overload
 
 import numpy as np
 
@@ -40,11 +39,13 @@ from specguard.adapters._vllm_schedule import VllmSchedule
 from specguard.adapters.step_tracker import StepPlan, StepTracker
 from specguard.contracts import (
     Boundary,
+    Depth,
     DrafterInput,
     DrafterOutput,
     DraftTokens,
     Finding,
     VerifyOutput,
+    current_config,
     report,
 )
 from specguard.contracts.ops import PLACEHOLDER, arange_like, is_int
@@ -63,23 +64,63 @@ LATEST = KNOWN_VERSIONS[-1]
 MASKING_SINCE = (0, 33, 0)
 
 
-@dataclass(frozen=True)
-class VllmStep:
-    """One checked ``SchedulerOutput`` in batch order, for the later views of the step."""
+class StepEntries(NamedTuple):
+    """A ``SchedulerOutput``'s per-request entries, read into arrays in batch order."""
 
-    req_ids: tuple[str, ...]
-    """Request ids in batch order: contract seq id ``i`` is ``req_ids[i]``."""
     num_scheduled: np.ndarray
-    """Scheduled tokens per request."""
     num_draft_tokens: np.ndarray
-    """Drafts listed per request (``-1`` placeholders included), 0 when none."""
     draft_tokens: DraftTokens
-    """The drafts as dense contract rows, one per request that has drafts."""
-    tracker_ids: np.ndarray
-    """Integer ids the step tracker follows across steps (batch positions without one)."""
-    draft_width: int = 0
-    """Drafts the drafter proposes per request this step: ``num_spec_tokens_to_schedule``
-    (vLLM 0.33 dynamic K, ``K_t <= mtp_k``) or ``mtp_k``."""
+    listed: tuple[np.ndarray, np.ndarray | None]
+    """The batch positions with drafts, and their drafts as listed (``-1`` kept) when
+    every one lists ``mtp_k`` integers (:func:`dense_drafts`)."""
+
+
+class VllmStep:
+    """One checked ``SchedulerOutput`` in batch order, for the later views of the step.
+
+    The per-request entries (``num_scheduled``, ``num_draft_tokens``, ``draft_tokens``)
+    are vLLM's Python dicts read into arrays. At ``metadata`` depth, where no rule reads
+    them, :meth:`VllmView.schedule` checks only the dicts' types and keys, and the entries
+    are read (and checked at the depth then in force) on first use.
+    """
+
+    __slots__ = ("_entries", "_read", "draft_width", "req_ids", "tracker_ids")
+
+    def __init__(self, req_ids: tuple[str, ...], tracker_ids: np.ndarray,
+                 read: Callable[[], StepEntries], draft_width: int = 0) -> None:
+        self.req_ids = req_ids
+        """Request ids in batch order: contract seq id ``i`` is ``req_ids[i]``."""
+        self.tracker_ids = tracker_ids
+        """Integer ids the step tracker follows across steps (batch positions without one)."""
+        self.draft_width = draft_width
+        """Drafts the drafter proposes per request this step: ``num_spec_tokens_to_schedule``
+        (vLLM 0.33 dynamic K, ``K_t <= mtp_k``) or ``mtp_k``."""
+        self._read = read
+        self._entries: StepEntries | None = None
+
+    def entries(self) -> StepEntries:
+        """The per-request entries, read once."""
+        if self._entries is None:
+            self._entries = self._read()
+        return self._entries
+
+    @property
+    def num_scheduled(self) -> np.ndarray:
+        """Scheduled tokens per request."""
+        return self.entries().num_scheduled
+
+    @property
+    def num_draft_tokens(self) -> np.ndarray:
+        """Drafts listed per request (``-1`` placeholders included), 0 when none."""
+        return self.entries().num_draft_tokens
+
+    @property
+    def draft_tokens(self) -> DraftTokens:
+        """The drafts as dense contract rows, one per request that has drafts."""
+        return self.entries().draft_tokens
+
+    def __repr__(self) -> str:
+        return f"VllmStep(req_ids=<{len(self.req_ids)} requests>, draft_width={self.draft_width})"
 
 
 class VllmView:
@@ -122,28 +163,45 @@ class VllmView:
 
     def schedule(self, scheduler_output: Any, *, req_ids: Sequence[str] | None = None) -> VllmStep:
         """Check a ``SchedulerOutput``; ``req_ids`` is the runner's batch order (default:
-        the order of ``num_scheduled_tokens``)."""
+        the order of ``num_scheduled_tokens``).
+
+        At ``metadata`` depth without a tracker, the dicts' entries are values no rule
+        reads: only their types and keys are checked (every request of the batch has a
+        count, drafts belong to requests of the batch), in C-level set operations.
+        """
         counts = _mapping(scheduler_output, "num_scheduled_tokens")
         drafts = _mapping(scheduler_output, "scheduled_spec_decode_tokens")
         order = tuple(req_ids) if req_ids is not None else tuple(counts)
+        width = _draft_width(scheduler_output, self.mtp_k)
+
+        def read() -> StepEntries:
+            return self._entries(scheduler_output, order, counts, drafts)
+
+        if self.tracker is None and current_config().depth is Depth.METADATA:
+            _check_keys(scheduler_output, order, counts, drafts, ordered=req_ids is None)
+            return VllmStep(order, np.arange(len(order)), read, width)
+        entries = read()
+        step = VllmStep(order, self._stable_ids(order) if self.tracker is not None
+                        else np.arange(len(order)), lambda: entries, width)
+        if self.tracker is not None:
+            self.tracker.schedule(self._plan(scheduler_output, step, drafts, entries.listed),
+                                  names=_TrackedNames(self._names))
+        return step
+
+    def _entries(self, output: Any, order: tuple[str, ...], counts: Mapping[Any, Any],
+                 drafts: Mapping[Any, Any]) -> StepEntries:
+        """Read the output's dicts into arrays in batch order, and check them."""
         scheduled = _counts(_in_order(counts, order), order)
         dense = dense_drafts(order, drafts, self.mtp_k)
         listed = _listed_counts(drafts, order, dense, self.mtp_k)
         build(VllmSchedule, {
-            "num_tokens": getattr(scheduler_output, "total_num_scheduled_tokens", None),
+            "num_tokens": getattr(output, "total_num_scheduled_tokens", None),
             "seq_ids": np.arange(len(order)), "num_scheduled_tokens": scheduled,
             "num_listed_drafts": listed}, names=order)
         rows = draft_tokens(order, drafts, mtp_k=self.mtp_k, vocab_size=self.vocab_size,
                             placeholders=self.async_scheduling or self.masks_placeholders,
                             listed=dense)
-        step = VllmStep(order, scheduled, listed, rows,
-                        self._stable_ids(order) if self.tracker is not None
-                        else np.arange(len(order)),
-                        _draft_width(scheduler_output, self.mtp_k))
-        if self.tracker is not None:
-            self.tracker.schedule(self._plan(scheduler_output, step, drafts, dense),
-                                  names=_TrackedNames(self._names))
-        return step
+        return StepEntries(scheduled, listed, rows, dense)
 
     def verified(self, step: VllmStep, sampled_token_ids: Any) -> VerifyOutput | None:
         """Check the rejection sampler's ``(batch, max_spec_len + 1)`` rows, ``-1`` padded.
@@ -162,6 +220,8 @@ class VllmView:
         if accepted is None:
             return out
         host = host_array(accepted)
+        if self.tracker is None and current_config().depth is not Depth.FULL:
+            return out  # the rows against the step's drafts are full-depth rules
         if host is not None:
             positions = np.arange(len(step.req_ids))
             # Under async scheduling the runner fills placeholders with real drafts; in
@@ -347,6 +407,29 @@ def _mapping(output: Any, name: str) -> Mapping[Any, Any]:
         f"{name} must be a dict keyed by request id, got {type(value).__name__}", name))],
         boundary=Boundary.SCHEDULE.value)
     return {}
+
+
+def _check_keys(output: Any, order: tuple[str, ...], counts: Mapping[Any, Any],
+                drafts: Mapping[Any, Any], *, ordered: bool) -> None:
+    """What ``metadata`` depth checks of the dicts, by their keys alone (C-level set
+    operations; no entry is read): every request of the batch has a scheduled count
+    (SG105), every request with drafts is in the batch (SG114), and the total is an int."""
+    total = getattr(output, "total_num_scheduled_tokens", None)
+    if not is_int(total):
+        report(_SUBJECT, [("SG001", Finding(
+            f"total_num_scheduled_tokens must be an int, got {type(total).__name__}",
+            "total_num_scheduled_tokens"))], boundary=Boundary.SCHEDULE.value)
+    batch: Any = counts.keys() if ordered else set(order)
+    if not ordered and not batch <= counts.keys():
+        at, request = next((i, r) for i, r in enumerate(order) if r not in counts)
+        report(_SUBJECT, [("SG105", Finding(
+            f"request {request!r} is in the batch without a scheduled token count",
+            "num_scheduled_tokens", position=at))], boundary=Boundary.SCHEDULE.value)
+    if not drafts.keys() <= batch:
+        request = next(r for r in drafts if r not in batch)
+        report(_SUBJECT, [("SG114", Finding(
+            f"request {request!r} has drafts but is not in the batch",
+            "scheduled_spec_decode_tokens"))], boundary=Boundary.SCHEDULE.value)
 
 
 def _in_order(counts: Mapping[Any, Any], order: tuple[str, ...]) -> list[Any]:

@@ -52,24 +52,58 @@ class _OneAtATime:
         return None
 
 
+_ROWS = st.lists(st.tuples(IDS, st.integers(-1, 20),
+                           st.lists(st.integers(0, 9), min_size=3, max_size=3),
+                           st.integers(0, 3)), max_size=5)
 _OPS = st.lists(st.one_of(
     st.tuples(st.just("advance"), st.lists(st.tuples(IDS, st.integers(-1, 50)), max_size=6)),
     st.tuples(st.just("emitted"), st.tuples(IDS, st.integers(0, 20),
                                             st.lists(st.integers(0, 9), min_size=1,
-                                                     max_size=4)))), max_size=12)
+                                                     max_size=4))),
+    st.tuples(st.just("emitted_rows"), _ROWS),
+    st.tuples(st.just("check"), st.none())), max_size=12)
 
 
-@given(limit=st.integers(0, 6), ops=_OPS)
-@example(limit=3, ops=[("advance", [(1, 5), (2, 6), (1, 7)]), ("advance", [(3, 8)]),
-                       ("advance", [(4, 9)])])
-@example(limit=3, ops=[("advance", [(1, 5), (2, 6)]), ("advance", [(1, 7), (2, 1), (1, 9)]),
-                       ("advance", [(3, 8)]), ("advance", [(4, 2)])])
-@example(limit=2, ops=[("emitted", (1, 0, [4])), ("advance", [(2, 3), (1, 4)]),
-                       ("advance", [(3, 5), (1, 6)])])
-def test_batch_records_match_one_seq_at_a_time(limit, ops):
+def _agree(memory: SeqMemory, reference: _OneAtATime) -> None:
+    """Ends, size and every emitted token of the memory are the reference's."""
+    every = np.arange(8, dtype=np.int64)
+    assert memory.ends(every).tolist() == [reference.end(i) for i in range(8)]
+    assert len(memory) == len(reference.seqs)
+    for seq_id in range(8):
+        fed = np.full(24, 99, dtype=np.int64)
+        assert memory.first_mismatch(seq_id, 0, fed) == reference.first_mismatch(
+            seq_id, 0, fed.tolist())
+
+
+def _emit_rows(memory: SeqMemory, reference: _OneAtATime, rows: list) -> None:
+    """One batch of verifier rows into the memory, and row by row into the reference."""
+    ids = np.array([r[0] for r in rows], dtype=np.int64).reshape(len(rows))
+    positions = np.array([r[1] for r in rows], dtype=np.int64).reshape(len(rows))
+    tokens = np.array([r[2] for r in rows], dtype=np.int64).reshape(len(rows), 3)
+    counts = np.array([r[3] for r in rows], dtype=np.int64).reshape(len(rows))
+    memory.emitted_rows(ids, positions, tokens, counts)
+    for seq_id, position, row, count in rows:
+        if position >= 0 and count > 0:
+            reference.emitted(seq_id, position, row[:count])
+
+
+@given(limit=st.integers(0, 6), fold_every=st.integers(1, 5), ops=_OPS)
+@example(limit=3, fold_every=16, ops=[("advance", [(1, 5), (2, 6), (1, 7)]),
+                                      ("advance", [(3, 8)]), ("advance", [(4, 9)])])
+@example(limit=3, fold_every=16, ops=[("advance", [(1, 5), (2, 6)]),
+                                      ("advance", [(1, 7), (2, 1), (1, 9)]),
+                                      ("advance", [(3, 8)]), ("advance", [(4, 2)])])
+@example(limit=2, fold_every=16, ops=[("emitted", (1, 0, [4])), ("advance", [(2, 3), (1, 4)]),
+                                      ("advance", [(3, 5), (1, 6)])])
+@example(limit=6, fold_every=4, ops=[
+    ("emitted_rows", [(1, 3, [1, 2, 3], 2), (1, 4, [7, 8, 9], 3), (2, 0, [5, 5, 5], 1)]),
+    ("advance", [(1, 9)]), ("check", None),
+    ("emitted_rows", [(1, 0, [4, 4, 4], 1), (1, 9, [6, 6, 6], 2)]), ("check", None)])
+def test_batch_records_match_one_seq_at_a_time(limit, fold_every, ops):
     """Ends, recency (what is forgotten) and emitted tokens match the one-at-a-time meaning,
-    with repeated ids in a batch and batches that overflow the limit included."""
-    memory, reference = SeqMemory(limit), _OneAtATime(limit)
+    whether records wait in the log or are folded, with repeated ids in a batch, rows
+    that overwrite or leave gaps, and batches that overflow the limit included."""
+    memory, reference = SeqMemory(limit, fold_every=fold_every), _OneAtATime(limit)
     for kind, args in ops:
         if kind == "advance":
             ids = [seq_id for seq_id, _ in args]
@@ -77,17 +111,17 @@ def test_batch_records_match_one_seq_at_a_time(limit, ops):
             memory.advance(np.array(ids, dtype=np.int64), np.array(ends, dtype=np.int64),
                            np.zeros(len(ids), dtype=np.int64))
             reference.advance(ids, [end if end >= 0 else -1 for end in ends])
-        else:
+        elif kind == "emitted":
             seq_id, position, tokens = args
             memory.emitted(seq_id, position, np.array(tokens, dtype=np.int64))
             reference.emitted(seq_id, position, tokens)
-        every = np.arange(8, dtype=np.int64)
+        elif kind == "emitted_rows":
+            _emit_rows(memory, reference, args)
+        else:
+            _agree(memory, reference)
+        every = np.arange(8, dtype=np.int64)  # the log answers without folding
         assert memory.ends(every).tolist() == [reference.end(i) for i in range(8)]
-        assert len(memory) == len(reference.seqs)
-        for seq_id in range(8):
-            fed = np.full(24, 99, dtype=np.int64)
-            assert memory.first_mismatch(seq_id, 0, fed) == reference.first_mismatch(
-                seq_id, 0, fed.tolist())
+    _agree(memory, reference)
 
 
 def _emitted_one_by_one(tracker, ids, tokens, accepted):
