@@ -54,6 +54,10 @@ class SeqMemory:
         self._fold()
         return len(self._ends)
 
+    def empty(self) -> bool:
+        """Whether no seq is remembered (without folding the log)."""
+        return not self._ends and not self._log
+
     def clear(self) -> None:
         """Forget every seq."""
         self._ends.clear()
@@ -117,9 +121,10 @@ class SeqMemory:
 
     def _record(self, record: _Record) -> None:
         if len(self._ends) + self._logged + record.ids.shape[0] > self.limit:
-            self._fold()
-            record.apply_one_by_one(self)  # seqs may be forgotten on the way: in order
-            return
+            self._fold()  # the log's repeated ids count once from here on
+            if len(self._ends) + record.ids.shape[0] > self.limit:
+                record.apply_one_by_one(self)  # seqs may be forgotten on the way: in order
+                return
         self._log.append(record)
         self._logged += record.ids.shape[0]
         if len(self._log) >= self.fold_every:

@@ -344,10 +344,10 @@ def _recomputed(plan: StepPlan, memory: SeqMemory) -> dict[str, Any] | None:
     """The RecomputedTokens fields of the prefill seqs of ``plan`` whose chunk covers
     positions the verifier emitted tokens for; None when there is nothing to compare."""
     tokens = plan.token_ids
-    if tokens is None or not len(memory):
-        return None
     prefill = np.flatnonzero(~plan.is_decode)
-    if prefill.shape[0] == 0 or tokens.ndim != 1 or not np.issubdtype(tokens.dtype, np.integer):
+    if tokens is None or prefill.shape[0] == 0 or memory.empty():
+        return None
+    if tokens.ndim != 1 or not np.issubdtype(tokens.dtype, np.integer):
         return None
     offsets = np.concatenate([[0], np.cumsum(plan.num_scheduled)])
     if offsets[-1] != tokens.shape[0]:

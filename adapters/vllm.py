@@ -328,9 +328,11 @@ class _TrackedNames(Sequence[str]):
 
     def __init__(self, names: dict[int, str]) -> None:
         self._by_id = names
-        self._length = max(names, default=-1) + 1
+        self._length: int | None = None  # read only when a violation is named
 
     def __len__(self) -> int:
+        if self._length is None:
+            self._length = max(self._by_id, default=-1) + 1
         return self._length
 
     @overload
@@ -339,7 +341,7 @@ class _TrackedNames(Sequence[str]):
     def __getitem__(self, index: slice) -> Sequence[str]: ...
     def __getitem__(self, index: int | slice) -> str | Sequence[str]:
         if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(self._length))]
+            return [self[i] for i in range(*index.indices(len(self)))]
         return self._by_id.get(index, f"#{index}")
 
 
@@ -501,12 +503,13 @@ def _computed(output: Any, order: tuple[str, ...], *, unique: bool = False,
     cached = getattr(output, "scheduled_cached_reqs", None)
     ids = _listed(getattr(cached, "req_ids", None))
     values = _listed(getattr(cached, "num_computed_tokens", None))
-    plain = plain and set(map(type, ids)) <= {str} and set(map(type, values)) <= {int}
-    if unique and plain and len(values) == len(ids) == len(order) and tuple(ids) == order:
-        try:
+    if plain and unique and len(values) == len(ids) == len(order) and tuple(ids) == order \
+            and set(map(type, values)) <= {int}:
+        try:  # the cached requests are the batch, in order (so their ids are strings)
             return np.array(values, dtype=np.int64).reshape(len(order))
         except OverflowError:
-            pass  # a count beyond int64: read as before
+            pass  # a count beyond int64: read as below
+    plain = plain and set(map(type, ids)) <= {str} and set(map(type, values)) <= {int}
     computed: dict[str, int] = {}
     for new in _listed(getattr(output, "scheduled_new_reqs", None)):
         value, request = getattr(new, "num_computed_tokens", None), getattr(new, "req_id", None)
