@@ -26,9 +26,11 @@ from beartype.roar import BeartypeException
 
 from specguard.adapters._snapshot_write import capture_object
 from specguard.contracts import (
+    STATS,
     BoundaryObject,
     Config,
     ContractViolation,
+    Depth,
     Finding,
     Mode,
     current_config,
@@ -78,8 +80,15 @@ def _checker(spec: Any, label: str, name: str) -> Check:
     """The check of one parameter, chosen once at decoration (calls pay no dispatch)."""
     if _is_boundary_class(spec):
         boundary: str = spec.__sg_boundary__
+        clean_metadata = spec.__sg_plan__.fast_check  # the exact class's plan, fixed
+        metadata = Depth.METADATA
 
         def check_object(value: Any, config: Config) -> None:
+            # validate()'s own fast path, inlined for the exact class at metadata depth
+            # (no value rule runs there): the always-on hand-over pays one predicate.
+            if type(value) is spec and config.depth is metadata and clean_metadata(value):
+                STATS.checks += 1
+                return
             if not isinstance(value, spec):
                 _wrong_type(spec, value, label, name, boundary)
                 return

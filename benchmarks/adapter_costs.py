@@ -24,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
+from operator import itemgetter
 from types import SimpleNamespace
 from typing import Any
 
@@ -125,9 +126,42 @@ def _views(size: int, *, tracked: bool = False,
             "vLLM" + suffix: (lambda: vllm.schedule(output), vllm_objects)}
 
 
+def read_floor(view: str, depth: str, size: int, *, tracked: bool = False) -> Callable[[], Any]:
+    """The least a hand-written check must do to read the engine's Python containers
+    that ``view`` reads at ``depth``: one C-level pass per container, no validation.
+
+    ATOM hands over ``req_ids`` and ``block_tables`` as Python lists (its token and draft
+    arrays are numpy already); vLLM hands over dicts keyed by request id. At metadata
+    depth the views read sizes and keys only; deeper, every entry they check.
+    """
+    if view == "ATOM":
+        batch = atom_batch(size)
+        ids, tables = batch.req_ids, batch.block_tables
+        if depth == "metadata":
+            return lambda: np.asarray(ids)
+        first = itemgetter(0)
+        return lambda: (np.asarray(ids),
+                        np.fromiter(map(len, tables), dtype=np.int64, count=len(tables)),
+                        np.fromiter(map(first, tables), dtype=np.int64, count=len(tables)))
+    output = scheduler_output(size)
+    counts, drafts = output.num_scheduled_tokens, output.scheduled_spec_decode_tokens
+    computed = output.scheduled_cached_reqs.num_computed_tokens
+    if depth == "metadata" and not tracked:
+        return lambda: (tuple(counts), drafts.keys() <= counts.keys())
+
+    def read() -> Any:
+        order = tuple(counts)
+        values = np.fromiter(counts.values(), dtype=np.int64, count=len(counts))
+        rows = np.array(list(drafts.values()))
+        return order, values, rows, np.array(computed) if tracked else None
+
+    return read
+
+
 def view_costs(size: int, depths: tuple[str, ...], *, repeats: int, target_s: float,
                clock: Callable[[], float]) -> list[dict[str, Any]]:
-    """One entry per view and depth: the view's call against validating what it built.
+    """One entry per view and depth: the view's call against validating what it built,
+    and against the read floor (:func:`read_floor`) plus that validation.
 
     Each view is timed once more with a StepTracker, at full depth (where its step rules
     run), as the view named ``"<view> + StepTracker"``.
@@ -139,18 +173,26 @@ def view_costs(size: int, depths: tuple[str, ...], *, repeats: int, target_s: fl
     for (name, (call, objects)), view_depths in plain + tracked:
         for depth in view_depths:
             config = _config(depth)
+            base = name.removesuffix(WITH_TRACKER)
+            floor = read_floor(base, depth, size, tracked=name != base)
             with contracts.checking(mode="strict", depth=depth):
                 built = objects()
-                ns = {"call": call, "check": _validate_all, "objects": built, "config": config}
+                ns = {"call": call, "check": _validate_all, "objects": built, "config": config,
+                      "read": floor}
                 timings = interleave({
                     "view": Case("call()", ns),
                     "validation": Case("check(objects, config)", ns),
+                    "read": Case("read()", ns),
                 }, repeats=repeats, target_s=target_s, clock=clock)
+            view_us, validation_us = timings.median("view") * _US, timings.median(
+                "validation") * _US
+            read_us = timings.median("read") * _US
             found.append({
                 "view": name, "depth": depth, "batch": size,
-                "view_us": timings.median("view") * _US,
-                "validation_us": timings.median("validation") * _US,
+                "view_us": view_us, "validation_us": validation_us,
                 "ratio": timings.ratio("view", "validation"),
+                "read_floor_us": read_us,
+                "ratio_to_read_and_validation": view_us / (read_us + validation_us),
             })
     return found
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from specguard import contracts
 from specguard.benchmarks import floor
-from specguard.benchmarks.violations import MUTATIONS, broken, unbroken_rules
+from specguard.benchmarks.violations import MUTATIONS, VARIANTS, broken, unbroken_rules
 from specguard.benchmarks.workload import Fields, build
 
 __all__ = ["Verdict", "disagreements", "floor_verdict", "naive_verdict", "specguard_verdict"]
@@ -77,6 +77,7 @@ def disagreements(
     found = [f"no mutation breaks rule {code}" for code in unbroken_rules()]
     cases: list[tuple[str, Verdict, Any]] = [("clean", None, fields)]
     cases += [(code, code, broken(fields, code)) for code in MUTATIONS]
+    cases += [(label, code, mutate(fields)) for label, (code, mutate) in VARIANTS.items()]
     for label, expected, case in cases:
         for name, checker in checkers.items():
             got = checker(case)

@@ -127,6 +127,10 @@ def _blocks(b: NaiveBatch) -> None:
     last = (needed - 1).clip(0, tables.shape[1] - 1)
     if (tables[:, 0] < 0).any() or (tables[rows, last] < 0).any():
         _fail("SG110", "block tables cover the context")
+    columns = torch.arange(tables.shape[1]) if isinstance(tables, torch.Tensor) \
+        else np.arange(tables.shape[1])
+    if ((columns[None, :] < needed[:, None]) & (tables < 0)).any():
+        _fail("SG110", "block tables cover the context")
 
 
 def _tokens(b: NaiveBatch) -> None:

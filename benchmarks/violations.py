@@ -15,7 +15,7 @@ import numpy as np
 from specguard import contracts
 from specguard.benchmarks.workload import Fields
 
-__all__ = ["MUTATIONS", "broken", "unbroken_rules"]
+__all__ = ["MUTATIONS", "VARIANTS", "broken", "unbroken_rules"]
 
 Mutation = Callable[[Fields], Fields]
 
@@ -65,6 +65,14 @@ def _block_missing(f: Fields) -> Fields:
     return _set(f, "block_tables", (row, last), -1)
 
 
+def _middle_block_missing(f: Fields) -> Fields:
+    """A block between the first and the last one a seq needs is padding; the seq that
+    needs the most blocks is chosen (the benchmark batches have seqs needing 3 or more)."""
+    needed = -(-f["context_lens"] // f["block_size"])
+    row = int(needed.argmax())
+    return _set(f, "block_tables", (row, max(int(needed[row]) // 2, 1)), -1)
+
+
 def _repeated_id(f: Fields) -> Fields:
     """The last seq takes the first one's id; its draft row's owner follows (no SG115)."""
     changed = _set(f, "seq_ids", -1, int(f["seq_ids"][0]))
@@ -109,6 +117,12 @@ MUTATIONS: dict[str, Mutation] = {
     "SG112": lambda f: _set(f, "token_ids", -1, f["vocab_size"]),
     "SG113": lambda f: _set(f, "state_slots", -1, -1),
     "SG115": lambda f: _swapped_owners(f),
+}
+
+
+#: Further ways to break a rule, by label: ``label → (rule code, mutation)``.
+VARIANTS: dict[str, tuple[str, Mutation]] = {
+    "SG110 (a middle block)": ("SG110", _middle_block_missing),
 }
 
 

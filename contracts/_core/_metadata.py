@@ -78,8 +78,10 @@ def _is_int(value: object) -> bool:
 class _Source:
     """Accumulates the generated function's lines with indentation."""
 
-    def __init__(self) -> None:
-        self.lines = ["def fast_check(obj):", "    K = None", "    dev = None"]
+    def __init__(self, name: str = "fast_check", *, backend_state: bool = True) -> None:
+        self.lines = [f"def {name}(obj):"]
+        if backend_state:
+            self.lines += ["    K = None", "    dev = None"]
         self.maybe_bound: set[str] = set()
 
     def add(self, line: str, depth: int = 1) -> None:
@@ -157,10 +159,43 @@ def _array_lines(src: _Source, spec: ArrayField, index: int, bound: set[str]) ->
         _axis_lines(src, axis, j, bound, depth)
 
 
-def compile_fast_check(fields: Sequence[FieldSpec], owner: str) -> Callable[[Any], bool]:
-    """Generate the class's all-good predicate from its field specs."""
-    src = _Source()
+def _numpy_array_lines(src: _Source, spec: ArrayField, index: int, bound: set[str]) -> None:
+    """An array field when every array is a numpy array: no backend or device to track."""
+    src.add(f"a = obj.{spec.name}")
+    depth = 1
+    if spec.optional:
+        src.add("if a is not None:")
+        depth = 2
+    src.add(f"if type(a) is not ndarray or a.dtype not in allowed_{index}: return False",
+            depth)
+    src.add("s = a.shape", depth)
+    src.add(f"if len(s) != {len(spec.axes)}: return False", depth)
+    for j, axis in enumerate(spec.axes):
+        _axis_lines(src, axis, j, bound, depth)
+
+
+def _body(src: _Source, fields: Sequence[FieldSpec], optional_dims: set[str],
+          array_lines: Callable[[_Source, ArrayField, int, set[str]], None]) -> None:
     bound: set[str] = set()
+    for name in sorted(optional_dims):
+        src.add(f"d_{name} = None")
+    src.maybe_bound = optional_dims
+    for i, spec in enumerate(fields):
+        if isinstance(spec, ScalarField):
+            _scalar_lines(src, spec, bound)
+        else:
+            array_lines(src, spec, i, bound)
+    src.add("return True")
+
+
+def compile_fast_check(fields: Sequence[FieldSpec], owner: str) -> Callable[[Any], bool]:
+    """Generate the class's all-good predicate from its field specs.
+
+    Two functions are generated: ``general_check`` for any backend, and ``fast_check``,
+    which hands over to it unless the first required array is a numpy array, and then
+    checks every array as a numpy array (no backend or device bookkeeping per field: the
+    always-on hand-over of host batches pays for none).
+    """
     namespace: dict[str, Any] = {
         "ndarray": np.ndarray,
         "is_tensor_type": _is_tensor_type,
@@ -175,17 +210,22 @@ def compile_fast_check(fields: Sequence[FieldSpec], owner: str) -> Callable[[Any
         for axis in spec.axes
         if axis.name
     }
-    for name in sorted(optional_dims):
-        src.add(f"d_{name} = None")
-    src.maybe_bound = optional_dims
     for i, spec in enumerate(fields):
-        if isinstance(spec, ScalarField):
-            _scalar_lines(src, spec, bound)
-        else:
+        if isinstance(spec, ArrayField):
             namespace[f"allowed_{i}"] = _dtype_set(spec.dtypes)
-            _array_lines(src, spec, i, bound)
-    src.add("return True")
-    code = compile("\n".join(src.lines), f"<specguard fast check of {owner}>", "exec")
+    general = _Source("general_check")
+    _body(general, fields, optional_dims, _array_lines)
+    lines = general.lines
+    first = next((spec.name for spec in fields
+                  if isinstance(spec, ArrayField) and not spec.optional), None)
+    if first is not None:
+        numpy_only = _Source(backend_state=False)
+        numpy_only.add(f"if type(obj.{first}) is not ndarray: return general_check(obj)")
+        _body(numpy_only, fields, optional_dims, _numpy_array_lines)
+        lines = lines + numpy_only.lines
+    else:
+        lines = lines + ["fast_check = general_check"]
+    code = compile("\n".join(lines), f"<specguard fast check of {owner}>", "exec")
     exec(code, namespace)
     check: Callable[[Any], bool] = namespace["fast_check"]
     return check

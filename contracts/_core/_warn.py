@@ -10,16 +10,28 @@ hears of it), so nothing is lost but the noise.
 
 from __future__ import annotations
 
-import logging
+from functools import cache
+from typing import TYPE_CHECKING
 
 from specguard.contracts._core._stats import STATS
 from specguard.contracts._core._violation import Violation
 
+if TYPE_CHECKING:
+    import logging
+
 __all__ = ["warn"]
 
-_log = logging.getLogger("specguard")
 # Distinct violations remembered; past this many, new ones are logged but not tracked.
 _MAX_TRACKED = 10_000
+
+
+@cache
+def _log() -> logging.Logger:
+    """The ``specguard`` logger; :mod:`logging` is imported at the first warning, not at
+    ``import specguard.contracts`` (a logger configured earlier is the same object)."""
+    import logging
+
+    return logging.getLogger("specguard")
 
 
 def warn(violation: Violation) -> None:
@@ -29,11 +41,11 @@ def warn(violation: Violation) -> None:
     if seen > 1 or len(STATS.warned) < _MAX_TRACKED:
         STATS.warned[key] = seen
     if seen == 1:
-        _log.warning("specguard: %s", violation.format())
+        _log().warning("specguard: %s", violation.format())
     elif _is_power_of_ten(seen):
         target = f"{violation.subject}.{violation.field}" if violation.field else violation.subject
         where = f" at batch position {violation.position}" if violation.position is not None else ""
-        _log.warning("specguard: %s on %s%s seen %d times (repeats are counted, not logged; "
+        _log().warning("specguard: %s on %s%s seen %d times (repeats are counted, not logged; "
                      "next line at %d)", violation.code, target, where, seen, seen * 10)
     else:
         STATS.repeats_not_logged += 1

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from specguard import contracts
 from specguard.benchmarks import agreement, violations
-from specguard.benchmarks.violations import MUTATIONS, broken, unbroken_rules
+from specguard.benchmarks.violations import MUTATIONS, VARIANTS, broken, unbroken_rules
 from specguard.benchmarks.workload import Fields, decode_batch, to_torch
 
 BACKENDS = ("numpy", "torch")
@@ -89,14 +89,29 @@ def test_disagreements_catches_a_checker_that_accepts_everything():
     found = agreement.disagreements(
         decode_batch(16), {"lenient": lambda fields: None, "floor": agreement.floor_verdict})
     # Sorted: a test that deletes and restores a mutation moves it to the dict's end.
-    assert sorted(found) == [f"lenient on {code}: expected {code}, got None" for code in CODES]
+    expected = [f"lenient on {code}: expected {code}, got None" for code in CODES]
+    expected += [f"lenient on {label}: expected {code}, got None"
+                 for label, (code, _) in VARIANTS.items()]
+    assert sorted(found) == sorted(expected)
 
 
 def test_disagreements_catches_a_checker_that_names_the_wrong_rule():
     """A checker must name the rule itself, not merely reject the batch."""
     found = agreement.disagreements(decode_batch(16), {"vague": lambda fields: "rejected"})
     assert found[0] == "vague on clean: expected None, got rejected"
-    assert len(found) == 1 + len(CODES)
+    assert len(found) == 1 + len(CODES) + len(VARIANTS)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("label", sorted(VARIANTS))
+def test_every_checker_reports_each_variant_as_its_rule(backend, label):
+    """A further way to break a rule (a hole in the middle of a block table) is named by
+    specguard and the floor, and refused by the naive baseline: the costs compare the
+    same checks."""
+    code, mutate = VARIANTS[label]
+    bad = mutate(_fields(backend, num_prefill=3))
+    assert agreement.floor_verdict(bad) == agreement.specguard_verdict(bad) == code
+    assert agreement.naive_verdict(bad) == code
 
 
 @given(size=st.integers(3, 40), num_prefill=st.integers(0, 2), seed=st.integers(0, 2**16),

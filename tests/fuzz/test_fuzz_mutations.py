@@ -22,6 +22,7 @@ from strategies.mutations import (
 )
 
 from specguard import contracts
+from specguard.contracts._core._metadata import metadata_findings
 
 
 def _codes(build: Any, collect: str) -> tuple[str, ...]:
@@ -131,3 +132,21 @@ def test_two_breaks_are_reported_by_real_rules(pair: tuple[Any, Any, Any]) -> No
     codes = _codes(broken.build, "all")
     assert "SG000" not in codes, codes
     assert {first.code, second.code} & set(codes), codes
+
+
+@pytest.mark.parametrize("mutation", MUTATIONS, ids=lambda m: f"{m.code}-{m.name}")
+@settings(max_examples=20)
+@given(data=st.data())
+def test_both_compiled_metadata_predicates_agree_with_the_walk(
+    mutation: Mutation, data: st.DataObject
+) -> None:
+    """The numpy-only predicate and the any-backend one both say "all good" exactly when
+    the explaining walk finds no metadata violation, on broken objects too."""
+    _, broken = data.draw(mutated(mutation))
+    with contracts.checking(mode="off"):
+        obj = broken.build()
+    plan = broken.cls.__sg_plan__
+    findings, _ = metadata_findings(obj, plan.fields, plan.subject, first_only=False)
+    general = plan.fast_check.__globals__["general_check"]
+    assert plan.fast_check(obj) is (findings == [])
+    assert general(obj) is (findings == [])
