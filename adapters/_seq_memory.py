@@ -70,7 +70,7 @@ class SeqMemory:
         found = np.fromiter(map(self._ends.get, seq_ids.tolist(), repeat(UNKNOWN)),
                             dtype=np.int64, count=seq_ids.shape[0])
         for record in self._log:  # oldest first: a later record wins
-            if record.ends is not None:
+            if isinstance(record, _Advance):
                 at = _last_rows_in(record.ids, seq_ids)
                 hit = at >= 0
                 found[hit] = record.ends[at[hit]]
@@ -79,7 +79,7 @@ class SeqMemory:
     def advance(self, seq_ids: np.ndarray, starts: np.ndarray, advance: np.ndarray) -> None:
         """Record where a step left each seq: ``start + advance``, or unknown (-1)."""
         ends = np.where((advance >= 0) & (starts >= 0), starts + advance, UNKNOWN)
-        self._record(_Record(seq_ids.astype(np.int64), ends.astype(np.int64)))
+        self._record(_Advance(seq_ids.astype(np.int64), ends.astype(np.int64)))
 
     def emitted_rows(self, seq_ids: np.ndarray, positions: np.ndarray, tokens: np.ndarray,
                      counts: np.ndarray) -> None:
@@ -90,8 +90,8 @@ class SeqMemory:
             seq_ids, positions, tokens, counts = (
                 seq_ids[keep], positions[keep], tokens[keep], counts[keep])
         if seq_ids.shape[0]:
-            self._record(_Record(seq_ids.astype(np.int64), None, positions.astype(np.int64),
-                                 tokens.astype(np.int64), counts.astype(np.int64)))
+            self._record(_Emitted(seq_ids.astype(np.int64), positions.astype(np.int64),
+                                  tokens.astype(np.int64), counts.astype(np.int64)))
 
     def emitted(self, seq_id: int, position: int, tokens: np.ndarray) -> None:
         """Record ``tokens`` as emitted for ``seq_id`` from ``position`` on."""
@@ -140,15 +140,14 @@ class SeqMemory:
         ids = order.tolist()
         ends = np.fromiter(map(self._ends.pop, ids, repeat(UNKNOWN)), dtype=np.int64,
                            count=len(ids))
-        advanced = [record for record in log if record.ends is not None]
+        advanced = [record for record in log if isinstance(record, _Advance)]
         if advanced:
             moved = np.concatenate([record.ids for record in advanced])
             at = _last_rows_in(moved, order)
             hit = at >= 0
-            ends[hit] = np.concatenate([record.ends for record in advanced  # type: ignore[misc]
-                                        ])[at[hit]]
+            ends[hit] = np.concatenate([record.ends for record in advanced])[at[hit]]
         self._ends.update(zip(ids, ends.tolist(), strict=True))
-        emitted = [record for record in log if record.ends is None]
+        emitted = [record for record in log if isinstance(record, _Emitted)]
         if emitted:
             self._write_grouped(*_last_writes(emitted))
 
@@ -213,35 +212,43 @@ class SeqMemory:
         self._emitted[seq_id] = (base, emitted)
 
 
-class _Record:
-    """One batch recorded into the memory: an advance (``ends``) or emitted tokens."""
+class _Advance:
+    """One batch's advance recorded into the memory: where the step left each seq."""
 
-    __slots__ = ("counts", "ends", "ids", "positions", "tokens")
+    __slots__ = ("ends", "ids")
 
-    def __init__(self, ids: np.ndarray, ends: np.ndarray | None,
-                 positions: np.ndarray | None = None, tokens: np.ndarray | None = None,
-                 counts: np.ndarray | None = None) -> None:
+    def __init__(self, ids: np.ndarray, ends: np.ndarray) -> None:
         self.ids, self.ends = ids, ends
-        self.positions, self.tokens, self.counts = positions, tokens, counts
 
     def apply_one_by_one(self, memory: SeqMemory) -> None:
-        if self.ends is not None:
-            for seq_id, end in zip(self.ids.tolist(), self.ends.tolist(), strict=True):
-                memory._touch(seq_id, end)
-            return
-        for row, (seq_id, position) in enumerate(zip(self.ids.tolist(),
-                                                     self.positions.tolist(), strict=True)):
-            memory._emit(seq_id, position, self.tokens[row, : self.counts[row]])
+        for seq_id, end in zip(self.ids.tolist(), self.ends.tolist(), strict=True):
+            memory._touch(seq_id, end)
 
 
+class _Emitted:
+    """One batch of verifier rows recorded into the memory: ``tokens[i, :counts[i]]``
+    emitted for ``ids[i]`` from ``positions[i]`` on."""
 
-def _last_writes(records: list[_Record]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    __slots__ = ("counts", "ids", "positions", "tokens")
+
+    def __init__(self, ids: np.ndarray, positions: np.ndarray, tokens: np.ndarray,
+                 counts: np.ndarray) -> None:
+        self.ids, self.positions, self.tokens, self.counts = ids, positions, tokens, counts
+
+    def apply_one_by_one(self, memory: SeqMemory) -> None:
+        for row, (seq_id, position, count) in enumerate(zip(
+                self.ids.tolist(), self.positions.tolist(), self.counts.tolist(), strict=True)):
+            memory._emit(seq_id, position, self.tokens[row, :count])
+
+
+_Record = _Advance | _Emitted
+
+
+def _last_writes(records: list[_Emitted]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Every emitted token of ``records`` as ``(seq id, position, token)``, sorted by seq
     and position, the last write of a position winning (records and rows in order)."""
     ids, positions, tokens = [], [], []
     for record in records:
-        assert record.positions is not None and record.tokens is not None \
-            and record.counts is not None
         width = record.tokens.shape[1]
         taken = np.arange(width)[None, :] < np.minimum(record.counts, width)[:, None]
         ids.append(np.broadcast_to(record.ids[:, None], taken.shape)[taken])

@@ -245,11 +245,17 @@ def _fill_rows(
 def _positions(ids: np.ndarray, keys: list[Any]) -> np.ndarray | None:
     """The batch position of each key, or None unless every key is a plain int naming
     exactly one decode seq (duplicates, strangers and odd keys take the reporting path)."""
-    if not set(map(type, keys)) <= {int}:
+    if not keys:
+        return positions_of(ids, np.zeros(0, dtype=np.int64))
+    try:  # one C-level pass: the dtype says whether every key is an int within int64
+        wanted = np.array(keys)
+    except (TypeError, ValueError, OverflowError):
         return None
-    try:
-        wanted = np.array(keys, dtype=np.int64)
-    except OverflowError:
+    if wanted.dtype != np.int64 or wanted.shape != (len(keys),):
+        return None
+    # numpy folds a bool key into its int neighbours; only keys 0 and 1 can be one, and a
+    # dict holds each of those at most once.
+    if any(type(keys[i]) is bool for i in np.flatnonzero((wanted == 0) | (wanted == 1))):
         return None
     return positions_of(ids, wanted)
 

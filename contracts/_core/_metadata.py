@@ -224,7 +224,7 @@ def compile_fast_check(fields: Sequence[FieldSpec], owner: str) -> Callable[[Any
         _body(numpy_only, fields, optional_dims, _numpy_array_lines)
         lines = lines + numpy_only.lines
     else:
-        lines = lines + ["fast_check = general_check"]
+        lines = [*lines, "fast_check = general_check"]
     code = compile("\n".join(lines), f"<specguard fast check of {owner}>", "exec")
     exec(code, namespace)
     check: Callable[[Any], bool] = namespace["fast_check"]

@@ -93,11 +93,22 @@ def test_from_rows_narrower_than_mtp_k_counts_the_width():
     ({42: [1, 2], 43: [1]}, "seq 43: has drafts but is not a decode seq of this batch"),
     ({42: b"ab"}, "seq 42 at batch position 1: drafts are not 1-D integer ids"),
     ({True: [1]}, "drafts given for key True, which is not a decode seq id of this batch"),
+    ({42: [1], True: [1]}, "drafts given for key True, which is not a decode seq id of "
+                           "this batch"),
 ])
 def test_problems_take_the_reporting_path(drafts, message):
     """What the fast fill cannot vouch for is reported by rule, seq and position."""
     with pytest.raises(contracts.ContractViolation, match=re.escape(message)):
         DT.from_mapping([40, 42, 44], drafts, mtp_k=K, vocab_size=VOCAB, placeholder=0)
+
+
+def test_a_bool_key_among_int_keys_is_not_seq_1():
+    """numpy would fold ``True`` into the int keys as 1: the key is reported, not read as
+    the drafts of seq 1."""
+    with pytest.raises(contracts.ContractViolation, match=re.escape(
+            "drafts given for key True, which is not a decode seq id of this batch")):
+        DT.from_mapping([1, 5], {True: [1, 2, 3], 5: [4, 5, 6]}, mtp_k=K, vocab_size=VOCAB,
+                        placeholder=0)
 
 
 def test_from_rows_reports_a_row_for_a_stranger_as_sg114():
