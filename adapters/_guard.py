@@ -80,7 +80,7 @@ def _checker(spec: Any, label: str, name: str) -> Check:
     """The check of one parameter, chosen once at decoration (calls pay no dispatch)."""
     if _is_boundary_class(spec):
         boundary: str = spec.__sg_boundary__
-        clean_metadata = spec.__sg_plan__.fast_check  # the exact class's plan, fixed
+        clean_metadata = spec.__sg_plan__.compiled_fast_check()  # the exact class's plan
         metadata = Depth.METADATA
 
         def check_object(value: Any, config: Config) -> None:

@@ -14,7 +14,6 @@ from typing import TypeVar
 
 from specguard.contracts._core._arrays import host_value
 from specguard.contracts._core._fields import compile_fields
-from specguard.contracts._core._metadata import compile_fast_check
 from specguard.contracts._core._registry import Boundary
 from specguard.contracts._core._validate import Plan, validate
 
@@ -69,7 +68,7 @@ def boundary_object(
     def build(cls: type[T]) -> type[T]:
         made = dataclasses.dataclass(frozen=True, slots=True, kw_only=True, eq=False)(cls)
         fields = compile_fields(made, minimums)
-        plan = Plan(made.__name__, fields, compile_fast_check(fields, made.__name__))
+        plan = Plan(made.__name__, fields)  # its metadata predicate is compiled at first use
         made.__sg_plan__ = plan  # type: ignore[attr-defined]
         made.__sg_boundary__ = boundary.value  # type: ignore[attr-defined]
         return made

@@ -25,7 +25,7 @@ from specguard.contracts._core._config import (
 from specguard.contracts._core._errors import ContractViolation
 from specguard.contracts._core._fields import ArrayField, FieldSpec
 from specguard.contracts._core._listeners import notify
-from specguard.contracts._core._metadata import metadata_findings
+from specguard.contracts._core._metadata import compile_fast_check, metadata_findings
 from specguard.contracts._core._registry import REGISTRY, Rule, rules_for
 from specguard.contracts._core._stats import STATS
 from specguard.contracts._core._values import Values, host_twin, plain_twin
@@ -42,11 +42,31 @@ class Plan:
 
     subject: str
     fields: tuple[FieldSpec, ...]
-    fast_check: Callable[[Any], bool]
+    fast_check: Callable[[Any], bool] = None  # type: ignore[assignment]  # set below
     _rules: tuple[Rule, ...] | None = None
     _by_depth: dict[Depth, tuple[Rule, ...]] | None = None
     _names: tuple[str, ...] | None = None
     _anchor: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.fast_check is None:
+            self.fast_check = self._compiled_on_first_use()
+
+    def _compiled_on_first_use(self) -> Callable[[Any], bool]:
+        """A stand-in that generates the class's metadata predicate at its first call and
+        puts it in its place: importing the contracts compiles no code."""
+
+        def fast_check(obj: Any) -> bool:
+            return self.compiled_fast_check()(obj)
+
+        fast_check.__sg_stand_in__ = True  # type: ignore[attr-defined]
+        return fast_check
+
+    def compiled_fast_check(self) -> Callable[[Any], bool]:
+        """The generated predicate itself (compiled now if it was not yet)."""
+        if getattr(self.fast_check, "__sg_stand_in__", False):
+            self.fast_check = compile_fast_check(self.fields, self.subject)
+        return self.fast_check
 
     @property
     def rules(self) -> tuple[Rule, ...]:
@@ -76,7 +96,7 @@ class Plan:
 
     def for_subclass(self) -> Plan:
         """The same checks for a subclass, with caches of its own."""
-        return Plan(self.subject, self.fields, self.fast_check)
+        return Plan(self.subject, self.fields)
 
     def plain_target(self, obj: Any) -> Any:
         """What value rules read after the metadata slow path: no ndarray subclasses."""

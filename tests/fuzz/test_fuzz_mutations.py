@@ -147,6 +147,6 @@ def test_both_compiled_metadata_predicates_agree_with_the_walk(
         obj = broken.build()
     plan = broken.cls.__sg_plan__
     findings, _ = metadata_findings(obj, plan.fields, plan.subject, first_only=False)
-    general = plan.fast_check.__globals__["general_check"]
+    general = plan.compiled_fast_check().__globals__["general_check"]
     assert plan.fast_check(obj) is (findings == [])
     assert general(obj) is (findings == [])
