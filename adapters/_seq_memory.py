@@ -125,18 +125,32 @@ class SeqMemory:
             if len(self._ends) + record.ids.shape[0] > self.limit:
                 record.apply_one_by_one(self)  # seqs may be forgotten on the way: in order
                 return
+        if isinstance(record, _Advance):
+            self._drop_superseded(record)
         self._log.append(record)
         self._logged += record.ids.shape[0]
         if len(self._log) >= self.fold_every:
             self._fold()
+
+    def _drop_superseded(self, record: _Advance) -> None:
+        """Drop the log's last advance when ``record`` moves the same seqs in the same
+        order: every seq it touched is touched again, later and in the same order, and
+        gets its end from ``record`` (the steady state: one decode batch, step after step).
+        """
+        for i in range(len(self._log) - 1, -1, -1):
+            earlier = self._log[i]
+            if isinstance(earlier, _Advance):
+                if np.array_equal(earlier.ids, record.ids):
+                    del self._log[i]
+                    self._logged -= earlier.ids.shape[0]
+                return
 
     def _fold(self) -> None:
         """Apply the log to the dicts: no seq is forgotten (see :meth:`_record`)."""
         if not self._log:
             return
         log, self._log, self._logged = self._log, [], 0
-        touched = np.concatenate([record.ids for record in log])
-        order = _by_last_touch(touched)
+        order = _by_last_touch(_recency_runs(log))
         ids = order.tolist()
         ends = np.fromiter(map(self._ends.pop, ids, repeat(UNKNOWN)), dtype=np.int64,
                            count=len(ids))
@@ -262,6 +276,14 @@ def _last_writes(records: list[_Emitted]) -> tuple[np.ndarray, np.ndarray, np.nd
     last = np.r_[(flat_ids[1:] != flat_ids[:-1]) | (flat_positions[1:] != flat_positions[:-1]),
                  True]
     return flat_ids[last], flat_positions[last], flat_tokens[last]
+
+
+def _recency_runs(log: list[_Record]) -> np.ndarray:
+    """The ids the log touches, in order, without the runs that the next record touches
+    again in the same order (they cannot change which seq was seen last)."""
+    runs = [record.ids for i, record in enumerate(log)
+            if i + 1 == len(log) or not np.array_equal(record.ids, log[i + 1].ids)]
+    return np.concatenate(runs)
 
 
 def _last_rows_in(reference: np.ndarray, ids: np.ndarray) -> np.ndarray:

@@ -10,7 +10,7 @@ import numpy as np
 from specguard.adapters._host import host_array
 from specguard.contracts import ScheduledBatch
 
-__all__ = ["UNKNOWN", "StepLinks", "StepPlan", "rows_in"]
+__all__ = ["UNKNOWN", "IdLookup", "StepLinks", "StepPlan", "rows_in"]
 
 #: A row, position or count that is not known (not in the previous forward, not verified).
 UNKNOWN = -1
@@ -105,10 +105,38 @@ class StepLinks:
 
 
 def rows_in(reference: np.ndarray, ids: np.ndarray) -> np.ndarray:
-    """For each id, its index in ``reference`` or -1: O(n log n), no Python loop."""
-    if reference.shape[0] == 0 or ids.shape[0] == 0:
-        return np.full(ids.shape[0], UNKNOWN, dtype=np.int64)
-    order = np.argsort(reference, kind="stable")
-    ordered = reference[order]
-    at = np.minimum(np.searchsorted(ordered, ids), ordered.shape[0] - 1)
-    return np.where(ordered[at] == ids, order[at], UNKNOWN).astype(np.int64)
+    """For each id, its index in ``reference`` (the first, when repeated) or -1:
+    O(n log n), no Python loop."""
+    return IdLookup(reference).rows(ids)
+
+
+class IdLookup:
+    """:func:`rows_in` against one step's seq ids, sorted once for all its lookups.
+
+    A step's ids are looked up several times (the next batch's links, the verifier's and
+    the drafter's rows); the sort is done at the first, and a lookup of the very same ids
+    in the same order, all distinct (a decode batch step after step), is an ``arange``.
+    """
+
+    __slots__ = ("_distinct", "_order", "_ordered", "reference")
+
+    def __init__(self, reference: np.ndarray) -> None:
+        self.reference = reference
+        self._order: np.ndarray | None = None
+        self._ordered = reference
+        self._distinct = False
+
+    def rows(self, ids: np.ndarray) -> np.ndarray:
+        """For each id, its index in the reference (the first, when repeated) or -1."""
+        reference = self.reference
+        if reference.shape[0] == 0 or ids.shape[0] == 0:
+            return np.full(ids.shape[0], UNKNOWN, dtype=np.int64)
+        if self._order is None:
+            self._order = np.argsort(reference, kind="stable")
+            self._ordered = reference[self._order]
+            self._distinct = not bool((self._ordered[1:] == self._ordered[:-1]).any())
+        if self._distinct and np.array_equal(ids, reference):
+            return np.arange(ids.shape[0], dtype=np.int64)
+        ordered, order = self._ordered, self._order
+        at = np.minimum(np.searchsorted(ordered, ids), ordered.shape[0] - 1)
+        return np.where(ordered[at] == ids, order[at], UNKNOWN).astype(np.int64)

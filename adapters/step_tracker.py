@@ -29,7 +29,7 @@ import numpy as np
 from specguard.adapters._build import build
 from specguard.adapters._host import host_array
 from specguard.adapters._seq_memory import SeqMemory
-from specguard.adapters._step_plan import UNKNOWN, StepLinks, StepPlan, rows_in
+from specguard.adapters._step_plan import UNKNOWN, IdLookup, StepLinks, StepPlan
 from specguard.adapters._step_rules import DraftRows, RecomputedTokens, StepTransition, VerifyRows
 from specguard.contracts import (
     Array,
@@ -78,6 +78,7 @@ class _Step:
     def __init__(self, plan: StepPlan, number: int) -> None:
         self.plan = plan
         self.number = number
+        self.lookup = IdLookup(plan.seq_ids)
         n = plan.seq_ids.shape[0]
         self.advance = np.where(plan.is_decode, UNKNOWN, plan.num_scheduled).astype(np.int64)
         # Positions a decode seq moves on besides its accepted drafts: its anchor, and
@@ -111,6 +112,7 @@ class StepTracker:
         self.progress = progress
         self.whole_proposals = whole_proposals
         self._previous: StepState | None = None
+        self._previous_lookup: IdLookup | None = None  # the previous step's ids, sorted once
         self._current: _Step | None = None
         self._count = 0
         self._memory = SeqMemory(memory_limit)
@@ -124,6 +126,7 @@ class StepTracker:
         """Finish the step in flight, making it the previous one; idempotent."""
         if self._current is not None:
             self._previous = self._current.state()
+            self._previous_lookup = self._current.lookup
             self._current = None
             if current_config().depth is Depth.FULL:
                 _remember(self._memory, self._previous)
@@ -132,6 +135,7 @@ class StepTracker:
     def reset(self) -> None:
         """Forget everything: the next batch is checked against nothing."""
         self._previous = self._current = None
+        self._previous_lookup = None
         self._memory.clear()
 
     def links(self, seq_ids: Any) -> StepLinks:
@@ -142,7 +146,8 @@ class StepTracker:
             return StepLinks(np.zeros(0, dtype=np.int64))
         if previous is None:
             return StepLinks(np.full(ids.shape[0], UNKNOWN, dtype=np.int64))
-        return StepLinks(rows_in(cast(np.ndarray, previous.seq_ids), ids))
+        lookup = self._previous_lookup or IdLookup(cast(np.ndarray, previous.seq_ids))
+        return StepLinks(lookup.rows(ids))
 
     def schedule(self, batch: ScheduledBatch | StepPlan, *, refilled: Any = None,
                  forwarded: bool = True, names: Sequence[str] | None = None) -> StepLinks:
@@ -208,7 +213,7 @@ class StepTracker:
             return
         if step.plan.seq_ids.shape[0] == 0:
             return  # a step without seqs emitted nothing
-        positions = rows_in(step.plan.seq_ids, ids)
+        positions = step.lookup.rows(ids)
         at = np.maximum(positions, 0)
         starts = step.plan.starts[at]
         # The rows that emitted tokens for a decode seq of the step, chosen in one pass.
@@ -238,7 +243,7 @@ class StepTracker:
         ids, accepted = host_array(seq_ids), host_array(num_accepted)
         if step is None or ids is None or accepted is None or not _same_rows(ids, accepted):
             return
-        positions = rows_in(step.plan.seq_ids, ids)
+        positions = step.lookup.rows(ids)
         valid = (positions >= 0) & (accepted >= 0) & (accepted <= step.plan.mtp_k)
         valid &= step.plan.is_decode[np.maximum(positions, 0)]
         step.advance[positions[valid]] = accepted[valid] + step.before[positions[valid]]
@@ -261,7 +266,7 @@ class StepTracker:
                   state=self._previous, names=names)
         if drafts.shape[1] != step.plan.mtp_k or not np.issubdtype(drafts.dtype, np.integer):
             return
-        positions = rows_in(step.plan.seq_ids, ids)
+        positions = step.lookup.rows(ids)
         found = positions >= 0
         step.proposals[positions[found]] = drafts[found]
         step.drafted[positions[found]] = True

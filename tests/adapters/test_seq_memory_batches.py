@@ -99,6 +99,10 @@ def _emit_rows(memory: SeqMemory, reference: _OneAtATime, rows: list) -> None:
     ("emitted_rows", [(1, 3, [1, 2, 3], 2), (1, 4, [7, 8, 9], 3), (2, 0, [5, 5, 5], 1)]),
     ("advance", [(1, 9)]), ("check", None),
     ("emitted_rows", [(1, 0, [4, 4, 4], 1), (1, 9, [6, 6, 6], 2)]), ("check", None)])
+@example(limit=6, fold_every=16, ops=[
+    ("advance", [(1, 5), (2, 6)]), ("emitted_rows", [(3, 0, [1, 1, 1], 1)]),
+    ("advance", [(1, 7), (2, 8)]), ("advance", [(1, 9), (2, 10)]), ("check", None),
+    ("advance", [(4, 1)]), ("advance", [(5, 1), (6, 1), (1, 2)]), ("check", None)])
 def test_batch_records_match_one_seq_at_a_time(limit, fold_every, ops):
     """Ends, recency (what is forgotten) and emitted tokens match the one-at-a-time meaning,
     whether records wait in the log or are folded, with repeated ids in a batch, rows
