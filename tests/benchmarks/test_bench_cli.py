@@ -111,7 +111,7 @@ def test_table_output_is_markdown():
     assert "| numpy | 8 | 10.0 | 15.0 | 1.50× |" in text
     assert "- [MISSED] full ≤ 2.0× floor, numpy B=8 (2.500)" in text
     assert "engine step: not measured (no engine here)" in text
-    assert "| ATOM | 4096 | full | 300.0 | 150.0 | 2.0× |" in text
+    assert "| ATOM | 4096 | full | 300.0 | 150.0 | 2.0× | 100.0 | 1.20× |" in text
     assert "| 1024 | 100.0 | 150.0 | 1.50× |" in text
     assert "import specguard.contracts: 90.0 ms CPU beyond bare Python" in text
 
@@ -130,7 +130,8 @@ def _fake_report() -> dict[str, Any]:
         "mode_off": {"identity": True, "plain_us": 0.02, "off_us": 0.02,
                      "strict_metadata_us": 2.0, "strict_default_us": 2.5},
         "adapters": [{"view": "ATOM", "depth": "full", "batch": 4096, "view_us": 300.0,
-                      "validation_us": 150.0, "ratio": 2.0}],
+                      "validation_us": 150.0, "ratio": 2.0, "read_floor_us": 100.0,
+                      "ratio_to_read_and_validation": 1.2}],
         "from_mapping": [{"batch": 1024, "np_array_us": 100.0, "lists_us": 150.0,
                           "lists_ratio": 1.5}],
         "import": {"bare_ms": 20.0, "import_ms": 90.0, "numpy_ms": 60.0, "loads": []},
@@ -151,9 +152,12 @@ def test_quick_json_has_one_adapter_entry_per_view_and_depth(quick_report):
     tracked = [("ATOM + StepTracker", "full"), ("vLLM + StepTracker", "full")]
     assert sorted((e["view"], e["depth"]) for e in entries) == sorted(plain + tracked)
     for entry in entries:
-        assert set(entry) == {"view", "depth", "batch", "view_us", "validation_us", "ratio"}
+        assert set(entry) == {"view", "depth", "batch", "view_us", "validation_us", "ratio",
+                              "read_floor_us", "ratio_to_read_and_validation"}
         assert entry["batch"] > 0 and entry["view_us"] > 0 and entry["validation_us"] > 0
-        assert entry["ratio"] > 0
+        assert entry["ratio"] > 0 and entry["read_floor_us"] > 0
+        assert entry["ratio_to_read_and_validation"] == pytest.approx(
+            entry["view_us"] / (entry["read_floor_us"] + entry["validation_us"]))
 
 
 def test_quick_json_times_every_draft_row_builder_form(quick_report):
@@ -182,6 +186,8 @@ def test_quick_json_measures_the_import_in_a_fresh_process(quick_report):
     "ATOM view at B=64, metadata depth ≤ 100 µs",
     "vLLM view at B=64, full depth ≤ 2× core validation of its objects",
     "ATOM view with a StepTracker ≤ 3× core validation",
+    "vLLM view at B=64, full depth ≤ 2× (read floor + core validation)",
+    "ATOM view with a StepTracker ≤ 3× (read floor + core validation)",
     "import specguard.contracts ≤ 120 ms CPU beyond bare Python",
     "no copy of the token arrays: peak extra memory ≤ 1/16 of a long token stream",
 ])
