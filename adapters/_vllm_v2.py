@@ -8,10 +8,12 @@ Its drafts never leave the device: the scheduler gets ``[-1] * K`` per request, 
 each request's span. What the contracts can see without a sync is the ``InputBatch``'s
 host arrays (``*_np``), the shapes of its device tensors, and device verdicts read later.
 
-Three objects, one per hand-over:
+Four objects, one per hand-over and backend (an object's arrays share one device):
 
-* :class:`Mrv2InputBatch`: ``prepare_inputs``' output, what the target model embeds and
-  where its logits are read;
+* :class:`Mrv2InputBatch`: the host arrays of ``prepare_inputs``' output, how the step is
+  cut into spans and logits rows;
+* :class:`Mrv2TargetInput`: its device tensors, what the target model embeds and where
+  its logits are read;
 * :class:`Mrv2Sampled`: the rejection sampler's ``(num_reqs, S + 1)`` rows with
   ``num_sampled`` and ``num_rejected``; unlike V1 the rows are not ``-1`` padded (MRV2
   allocates them with ``new_empty``), so only the first ``num_sampled`` columns mean
@@ -30,7 +32,6 @@ rejects them; nothing embeds a ``-1``.
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 import numpy as np
@@ -47,20 +48,19 @@ from specguard.contracts import (
     boundary_object,
     rule,
 )
-from specguard.contracts.ops import host_value, row_col, value_text
+from specguard.contracts.ops import arange_like, host_value, number_text, row_col, value_text
 
-__all__ = ["Mrv2Drafts", "Mrv2InputBatch", "Mrv2Sampled", "like"]
+__all__ = ["Mrv2Drafts", "Mrv2InputBatch", "Mrv2Sampled", "Mrv2TargetInput"]
 
 
-@boundary_object(Boundary.MODEL_INPUT, minimums={
-    "mtp_k": 0, "vocab_size": 1, "num_tokens": 1, "num_state_rows": 1})
+@boundary_object(Boundary.SCHEDULE, minimums={
+    "mtp_k": 0, "num_tokens": 1, "num_state_rows": 1})
 class Mrv2InputBatch(BoundaryObject):
-    """One ``InputBatch`` of Model Runner V2, per request in its sorted batch order."""
+    """The host arrays of one ``InputBatch`` of Model Runner V2, per request in its sorted
+    batch order: how ``prepare_inputs`` cuts the step into spans and logits rows."""
 
     mtp_k: int
     """``num_speculative_steps``: the width of each request's device draft row."""
-    vocab_size: int
-    """Rows of the target model's embedding table."""
     num_tokens: int
     """``num_tokens``: the scheduled tokens, without cuda-graph padding."""
     num_state_rows: int | None
@@ -77,13 +77,35 @@ class Mrv2InputBatch(BoundaryObject):
     """``query_start_loc_np`` without its cuda-graph padding rows."""
     cu_num_logits: Index[Array, "num_seqs+1"]
     """``cu_num_logits_np``: where each request's logits rows start."""
-    logits_indices: Index[Array, "num_logits"]
-    """Flat token index of each logits row (a device tensor: checked as a verdict)."""
-    tail_rows: Index[Array, "num_logits"]
-    """The rows MRV2 means to read, built from the host arrays on ``logits_indices``'
-    device: ``query_end - num_logits + j`` for the ``j``-th row of each request."""
+
+
+@boundary_object(Boundary.MODEL_INPUT, minimums={"vocab_size": 1, "num_tokens": 1})
+class Mrv2TargetInput(BoundaryObject):
+    """The device side of one MRV2 ``InputBatch``: what the target model embeds and where
+    its logits are read. Values on a device are checked as deferred verdicts."""
+
+    vocab_size: int
+    """Rows of the target model's embedding table."""
+    num_tokens: int
+    """``num_tokens``: the scheduled tokens, without cuda-graph padding."""
+    seq_ids: Index[Array, "num_seqs"]
+    """Batch positions."""
     input_ids: Index[Array, "num_tokens"]
     """The ids the target model embeds (``input_ids[:num_tokens]``)."""
+    query_start_loc: Index[Array, "num_seqs+1"]
+    """``query_start_loc[:num_reqs + 1]``: each request's span."""
+    logits_indices: Index[Array, "num_logits"]
+    """Flat token index of each logits row."""
+    tail_rows: Index[Array, "num_logits"]
+    """The rows MRV2 means to read, from the host arrays, on ``logits_indices``' device:
+    ``query_end - num_logits + j`` for the ``j``-th row of each request."""
+
+    def _sg_token_position(self, token: int) -> int | None:
+        starts = self.query_start_loc
+        if not isinstance(starts, np.ndarray) or starts.ndim != 1:
+            return None  # on a device, locating the request would need a sync
+        position = int(np.searchsorted(starts, token, side="right")) - 1
+        return position if 0 <= position < starts.shape[0] - 1 else None
 
 
 @boundary_object(Boundary.VERIFY, minimums={"vocab_size": 1, "num_columns": 1})
@@ -104,9 +126,11 @@ class Mrv2Sampled(BoundaryObject):
     num_rejected: Index[Array, "num_seqs"]
     """Logits rows rejected per request: ``num_logits - num_sampled``, 0 for a chunk."""
     num_logits: Index[Array, "num_seqs"]
-    """Logits rows of each request this step (host: ``diff(cu_num_logits_np)``)."""
+    """Logits rows of each request this step (``diff(cu_num_logits_np)``, on the rows'
+    device)."""
     mid_prefill: Bool[Array, "num_seqs"]
-    """Whether the request's prefill goes on after this step (host)."""
+    """Whether the request's prefill goes on after this step (from the host arrays, on
+    the rows' device)."""
 
 
 @boundary_object(Boundary.DRAFT_OUTPUT, minimums={"mtp_k": 1, "vocab_size": 1})
@@ -125,24 +149,12 @@ class Mrv2Drafts(BoundaryObject):
     """Proposals, ``-1`` past ``K_t``."""
 
 
-def like(reference: Any, host: np.ndarray) -> Any:
-    """``host`` on the backend and device of ``reference``.
-
-    For a device tensor this is an asynchronous host-to-device copy of a few integers per
-    request: it waits on nothing the device runs.
-    """
-    torch = sys.modules.get("torch")
-    if torch is None or not isinstance(reference, torch.Tensor):
-        return host
-    return torch.from_numpy(np.ascontiguousarray(host)).to(
-        reference.device, dtype=reference.dtype, non_blocking=True)
-
-
 _BATCH = ("Mrv2InputBatch",)
+_TARGET = ("Mrv2TargetInput",)
 
 
 @rule("SG623", "query_start_loc is the running sum of the scheduled tokens",
-      boundary=Boundary.MODEL_INPUT, applies_to=_BATCH,
+      boundary=Boundary.SCHEDULE, applies_to=_BATCH,
       fields={"query_start_loc", "num_scheduled_tokens", "num_tokens"},
       bug="vLLM MRV2: every kernel of prepare_inputs cuts spans from query_start_loc; a "
       "span that disagrees with the request's count reads another request's tokens.")
@@ -169,7 +181,7 @@ def _spans(batch: Mrv2InputBatch, values: Values) -> Finding | None:
 
 
 @rule("SG624", "cu_num_logits gives each request one row plus one per draft",
-      boundary=Boundary.MODEL_INPUT, applies_to=_BATCH,
+      boundary=Boundary.SCHEDULE, applies_to=_BATCH,
       fields={"cu_num_logits", "num_draft_tokens"},
       bug="vLLM MRV2: the rejection sampler reads request i's drafts and target logits "
       "at rows cu_num_logits[i]..cu_num_logits[i+1]; a wrong count verifies one "
@@ -189,27 +201,22 @@ def _logits_counts(batch: Mrv2InputBatch, values: Values) -> Finding | None:
 
 
 @rule("SG625", "logits rows are the tail of each request's span",
-      boundary=Boundary.MODEL_INPUT, applies_to=_BATCH,
+      boundary=Boundary.MODEL_INPUT, applies_to=_TARGET,
       fields={"logits_indices", "tail_rows"},
       bug="vLLM I1: logits_indices start at query_end - num_logits; a row elsewhere "
       "samples from another position or another request's hidden state.")
-def _logits_rows(batch: Mrv2InputBatch, values: Values) -> Finding | None:
+def _logits_rows(batch: Mrv2TargetInput, values: Values) -> Finding | None:
     """``combine_sampled_and_draft_tokens`` writes request ``i``'s logits rows as
     ``query_end - num_logits + j``: the last sampled token and the drafts, which it writes
     at the same tail. The rows are a device tensor; the verdict is deferred."""
     rows, tail = batch.logits_indices, batch.tail_rows
-
-    def explain(flat: int) -> Finding:
-        request = int(np.searchsorted(np.asarray(batch.cu_num_logits)[1:], flat, side="right"))
-        return Finding(f"logits row {flat} reads token{value_text(rows, flat)}",
-                       "logits_indices", position=request,
-                       expected=f"token {host_value(tail, flat)}")
-
-    return values.any_true(rows != tail, explain)
+    return values.any_true(rows != tail, lambda flat: Finding(
+        f"logits row {flat} reads token{number_text(rows, flat)}", "logits_indices",
+        token=host_value(tail, flat), expected=f"token {host_value(tail, flat)}"))
 
 
 @rule("SG626", "each batch position has its own request-state row",
-      boundary=Boundary.MODEL_INPUT, applies_to=_BATCH,
+      boundary=Boundary.SCHEDULE, applies_to=_BATCH,
       fields={"idx_mapping", "num_state_rows"},
       bug="vLLM MRV2: every kernel reads and post_update writes request state at "
       "idx_mapping[i]; two positions on one row mix two requests' tokens and counts.")
@@ -230,12 +237,12 @@ def _state_rows(batch: Mrv2InputBatch, values: Values) -> Finding | None:
     repeated = np.zeros(host.shape[0], dtype=bool)
     repeated[order[1:]] = host[order[1:]] == host[order[:-1]]
     return values.any_true(repeated, lambda i: Finding(
-        f"request-state row{value_text(rows, i)} is another position's row too",
+        f"request-state row{number_text(rows, i)} is another position's row too",
         "idx_mapping", position=i, expected="one row per request"))
 
 
 @rule("SG627", "no request is scheduled more drafts than its device row holds",
-      boundary=Boundary.MODEL_INPUT, applies_to=_BATCH,
+      boundary=Boundary.SCHEDULE, applies_to=_BATCH,
       fields={"num_draft_tokens", "mtp_k"},
       bug="vLLM MRV2: combine_sampled_and_draft_tokens reads draft_tokens[row, :n] with "
       "stride num_speculative_steps; n past it reads the next request's drafts.")
@@ -250,26 +257,20 @@ def _draft_counts(batch: Mrv2InputBatch, values: Values) -> Finding | None:
 
 
 @rule("SG628", "no sentinel reaches the target's embedding (MRV2 input_ids)",
-      boundary=Boundary.MODEL_INPUT, applies_to=_BATCH, fields={"input_ids", "vocab_size"},
+      boundary=Boundary.MODEL_INPUT, applies_to=_TARGET, fields={"input_ids", "vocab_size"},
       bug="vLLM #26231 family: a -1 draft reaching an embedding (device assert at TP=1, "
       "silent zero embedding at TP>1). In MRV2 the drafts are copied from the device "
       "row, whose columns past K_t are -1.",
       depth=Depth.ESSENTIAL)
-def _embedded(batch: Mrv2InputBatch, values: Values) -> Finding | None:
+def _embedded(batch: Mrv2TargetInput, values: Values) -> Finding | None:
     """SG301 for the stream Model Runner V2 embeds, checked where it is built: MRV2 has no
     clamp before the embedding (V1's ``_preprocess`` has one), so a ``-1`` copied from a
     device draft row (dynamic K leaves ``-1`` past ``K_t``) or a stale sampled token
     reaches ``embed_tokens``. One device reduction, a deferred verdict: no sync."""
     ids = batch.input_ids
-
-    def explain(token: int) -> Finding:
-        starts = np.asarray(batch.query_start_loc)
-        request = int(np.searchsorted(starts, token, side="right")) - 1
-        return Finding(f"input id{value_text(ids, token)}", "input_ids", token=token,
-                       position=request if 0 <= request < starts.shape[0] - 1 else None,
-                       expected=f"0 <= id < vocab_size={batch.vocab_size}")
-
-    return values.outside(ids, 0, batch.vocab_size, explain)
+    return values.outside(ids, 0, batch.vocab_size, lambda token: Finding(
+        f"input id{value_text(ids, token)}", "input_ids", token=token,
+        expected=f"0 <= id < vocab_size={batch.vocab_size}"))
 
 
 _SAMPLED = ("Mrv2Sampled",)
@@ -286,14 +287,13 @@ def _counts(out: Mrv2Sampled, values: Values) -> Finding | None:
     and rejects nothing; any other samples ``1..num_logits`` tokens and rejects the rest
     of its logits rows."""
     sampled, rejected = out.num_sampled, out.num_rejected
-    mid, rows = like(sampled, np.asarray(out.mid_prefill)), like(sampled,
-                                                                 np.asarray(out.num_logits))
+    mid, rows = out.mid_prefill, out.num_logits
     low = ~mid & (sampled < 1)
     bad = (mid & (sampled != 0)) | low | (sampled > rows)
     found = values.any_true(bad, lambda i: Finding(
         f"{host_value(sampled, i)} tokens sampled from {host_value(out.num_logits, i)} "
         "logits rows", "num_sampled", position=i,
-        expected="0 (prefill goes on)" if bool(out.mid_prefill[i])
+        expected="0 (prefill goes on)" if host_value(mid, i)
         else f"1..{host_value(out.num_logits, i)}"))
     if found:
         return found
@@ -313,7 +313,7 @@ def _sampled_ids(out: Mrv2Sampled, values: Values) -> Finding | None:
     ``new_empty`` and never pads them, so the rest is never read (no ``-1`` layout as in
     V1). Those tokens become output and, the last of them, the next step's input id."""
     tokens, width = out.sampled_token_ids, int(out.num_columns)
-    columns = like(tokens, np.arange(width))
+    columns = arange_like(tokens, width)
     taken = columns[None, :] < out.num_sampled[:, None]
     bad = taken & ((tokens < 0) | (tokens >= out.vocab_size))
 
@@ -335,7 +335,7 @@ def _drafts(out: Mrv2Drafts, values: Values) -> Finding | None:
     sets the columns past ``K_t`` to ``-1`` (the scheduler never schedules them)."""
     tokens, width = out.draft_tokens, int(out.mtp_k)
     proposed = min(max(int(out.num_speculative_tokens), 0), width)
-    columns = like(tokens, np.arange(width))
+    columns = arange_like(tokens, width)
     bad = (columns[None, :] < proposed) & ((tokens < 0) | (tokens >= out.vocab_size))
 
     def explain(flat: int) -> Finding:

@@ -7,6 +7,7 @@ read here; device values are compared on their device and give deferred verdicts
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -14,10 +15,15 @@ from typing import Any
 import numpy as np
 
 from specguard.adapters._build import build
-from specguard.adapters._vllm_v2 import Mrv2Drafts, Mrv2InputBatch, Mrv2Sampled, like
+from specguard.adapters._vllm_v2 import (
+    Mrv2Drafts,
+    Mrv2InputBatch,
+    Mrv2Sampled,
+    Mrv2TargetInput,
+)
 from specguard.contracts.ops import arange_like
 
-__all__ = ["Mrv2Batch", "drafts_of", "input_batch_of", "sampled_of"]
+__all__ = ["Mrv2Batch", "drafts_of", "input_batch_of", "like", "sampled_of"]
 
 
 @dataclass(frozen=True)
@@ -35,8 +41,9 @@ class Mrv2Batch:
 
 
 def input_batch_of(input_batch: Any, *, mtp_k: int, vocab_size: int,
-                   num_state_rows: int | None = None) -> tuple[Mrv2InputBatch, Mrv2Batch]:
-    """Check one ``InputBatch`` of ``GPUModelRunner.prepare_inputs``."""
+                   num_state_rows: int | None = None) -> tuple[Mrv2TargetInput, Mrv2Batch]:
+    """Check one ``InputBatch`` of ``GPUModelRunner.prepare_inputs``: its host arrays,
+    then its device tensors."""
     req_ids = tuple(_list(getattr(input_batch, "req_ids", ())))
     num_reqs = len(req_ids)
     counts = _host(input_batch, "num_scheduled_tokens")
@@ -45,25 +52,30 @@ def input_batch_of(input_batch: Any, *, mtp_k: int, vocab_size: int,
     starts = _host(input_batch, "query_start_loc_np")[: num_reqs + 1]
     cu = _host(input_batch, "cu_num_logits_np")
     num_tokens = getattr(input_batch, "num_tokens", None)
+    build(Mrv2InputBatch, {
+        "mtp_k": mtp_k, "num_tokens": num_tokens, "num_state_rows": num_state_rows,
+        "seq_ids": np.arange(num_reqs), "idx_mapping": _host(input_batch, "idx_mapping_np"),
+        "num_scheduled_tokens": counts, "num_draft_tokens": drafts,
+        "query_start_loc": starts, "cu_num_logits": cu}, names=req_ids)
     rows = getattr(input_batch, "logits_indices", None)
     ids = getattr(input_batch, "input_ids", None)
-    if ids is not None and isinstance(num_tokens, int):
+    if _sliceable(ids) and isinstance(num_tokens, int):
         ids = ids[:num_tokens]  # a view: the cuda-graph padding is not embedded as input
-    fields = {
-        "mtp_k": mtp_k, "vocab_size": vocab_size, "num_tokens": num_tokens,
-        "num_state_rows": num_state_rows, "seq_ids": np.arange(num_reqs),
-        "idx_mapping": _host(input_batch, "idx_mapping_np"),
-        "num_scheduled_tokens": counts, "num_draft_tokens": drafts,
-        "query_start_loc": starts, "cu_num_logits": cu, "logits_indices": rows,
-        "tail_rows": _tail_rows(rows, starts, cu), "input_ids": ids}
-    checked = build(Mrv2InputBatch, fields, names=req_ids)
+    device_starts = getattr(input_batch, "query_start_loc", None)
+    if _sliceable(device_starts):
+        device_starts = device_starts[: num_reqs + 1]
+    target = build(Mrv2TargetInput, {
+        "vocab_size": vocab_size, "num_tokens": num_tokens,
+        "seq_ids": arange_like(ids, num_reqs) if _sliceable(ids) else np.arange(num_reqs),
+        "input_ids": ids, "query_start_loc": device_starts, "logits_indices": rows,
+        "tail_rows": _tail_rows(rows, starts, cu)}, names=req_ids)
     computed = _host(input_batch, "num_computed_tokens_np")
     prefill = _host(input_batch, "prefill_len_np")
     mid = np.zeros(num_reqs, dtype=bool)
     if computed.shape == prefill.shape == counts.shape:
         mid = computed.astype(np.int64) + counts < prefill
     logits = drafts.astype(np.int64) + 1
-    return checked, Mrv2Batch(req_ids, logits, mid, bool(drafts.shape[0] and drafts.any()))
+    return target, Mrv2Batch(req_ids, logits, mid, bool(drafts.shape[0] and drafts.any()))
 
 
 def sampled_of(batch: Mrv2Batch, sampler_output: Any, *, mtp_k: int,
@@ -77,7 +89,8 @@ def sampled_of(batch: Mrv2Batch, sampler_output: Any, *, mtp_k: int,
         "sampled_token_ids": tokens,
         "num_sampled": getattr(sampler_output, "num_sampled", None),
         "num_rejected": getattr(sampler_output, "num_rejected", None),
-        "num_logits": batch.num_logits, "mid_prefill": batch.mid_prefill},
+        "num_logits": like(tokens, batch.num_logits),
+        "mid_prefill": like(tokens, batch.mid_prefill)},
         names=batch.req_ids)
 
 
@@ -87,7 +100,9 @@ def drafts_of(batch: Mrv2Batch, draft_tokens: Any, *, mtp_k: int, vocab_size: in
     return build(Mrv2Drafts, {
         "mtp_k": mtp_k, "vocab_size": vocab_size,
         "num_speculative_tokens": num_speculative_tokens,
-        "seq_ids": np.arange(len(batch.req_ids)), "draft_tokens": draft_tokens},
+        "seq_ids": arange_like(draft_tokens, len(batch.req_ids))
+        if _sliceable(draft_tokens) else np.arange(len(batch.req_ids)),
+        "draft_tokens": draft_tokens},
         names=batch.req_ids)
 
 
@@ -110,6 +125,25 @@ def _tail_rows(rows: Any, starts: np.ndarray, cu: np.ndarray) -> Any:
 def _host(obj: Any, name: str) -> np.ndarray:
     value = getattr(obj, name, None)
     return np.asarray(value) if isinstance(value, np.ndarray) else np.zeros(0, dtype=np.int64)
+
+
+def like(reference: Any, host: np.ndarray) -> Any:
+    """``host`` on the backend and device of ``reference`` (integers in its dtype).
+
+    For a device tensor this is an asynchronous host-to-device copy of a few values per
+    request: it waits on nothing the device runs.
+    """
+    torch = sys.modules.get("torch")
+    if torch is None or not isinstance(reference, torch.Tensor):
+        return host
+    dtype = reference.dtype if host.dtype.kind in "iu" else None
+    return torch.from_numpy(np.ascontiguousarray(host)).to(
+        reference.device, dtype=dtype, non_blocking=True)
+
+
+def _sliceable(value: Any) -> bool:
+    """A numpy array or a tensor of one dimension or more."""
+    return hasattr(value, "dtype") and len(getattr(value, "shape", ())) >= 1
 
 
 def _list(value: Any) -> Sequence[str]:
