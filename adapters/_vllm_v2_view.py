@@ -59,10 +59,10 @@ def input_batch_of(input_batch: Any, *, mtp_k: int, vocab_size: int,
         "query_start_loc": starts, "cu_num_logits": cu}, names=req_ids)
     rows = getattr(input_batch, "logits_indices", None)
     ids = getattr(input_batch, "input_ids", None)
-    if _sliceable(ids) and isinstance(num_tokens, int):
+    if ids is not None and _sliceable(ids) and isinstance(num_tokens, int):
         ids = ids[:num_tokens]  # a view: the cuda-graph padding is not embedded as input
     device_starts = getattr(input_batch, "query_start_loc", None)
-    if _sliceable(device_starts):
+    if device_starts is not None and _sliceable(device_starts):
         device_starts = device_starts[: num_reqs + 1]
     target = build(Mrv2TargetInput, {
         "vocab_size": vocab_size, "num_tokens": num_tokens,
@@ -112,12 +112,13 @@ def _tail_rows(rows: Any, starts: np.ndarray, cu: np.ndarray) -> Any:
     if rows is None or starts.ndim != 1 or cu.ndim != 1 or starts.shape != cu.shape \
             or cu.shape[0] < 1:
         return rows
-    per_request = np.diff(cu.astype(np.int64))
+    bounds: np.ndarray = cu.astype(np.int64)
+    per_request: np.ndarray = bounds[1:] - bounds[:-1]
     total = int(cu[-1]) if cu.shape[0] else 0
     if (per_request < 0).any() or total != int(getattr(rows, "shape", (0,))[0]):
         return rows  # SG624 or the shape check speaks for it
     owner = np.repeat(np.arange(per_request.shape[0]), per_request)
-    local = np.arange(total) - np.repeat(cu[:-1].astype(np.int64), per_request)
+    local = np.arange(total) - np.repeat(bounds[:-1], per_request)
     tail = starts[1:].astype(np.int64)[owner] - per_request[owner] + local
     return like(rows, tail)
 
