@@ -98,7 +98,8 @@ class Mrv2TargetInput(BoundaryObject):
     """Flat token index of each logits row."""
     tail_rows: Index[Array, "num_logits"]
     """The rows MRV2 means to read, from the host arrays, on ``logits_indices``' device:
-    ``query_end - num_logits + j`` for the ``j``-th row of each request."""
+    ``query_end - num_logits + j`` for the ``j``-th row of each request (below full
+    depth, where SG625 does not run, the view passes ``logits_indices`` itself)."""
 
     def _sg_token_position(self, token: int) -> int | None:
         starts = self.query_start_loc
@@ -232,11 +233,7 @@ def _state_rows(batch: Mrv2InputBatch, values: Values) -> Finding | None:
         expected=f"0 <= row < max_num_reqs={limit}" if limit is not None else "row >= 0"))
     if found or rows.shape[0] < 2:
         return found
-    host = np.asarray(rows)
-    order = np.argsort(host, kind="stable")
-    repeated = np.zeros(host.shape[0], dtype=bool)
-    repeated[order[1:]] = host[order[1:]] == host[order[:-1]]
-    return values.any_true(repeated, lambda i: Finding(
+    return values.any_true(_repeated(rows), lambda i: Finding(
         f"request-state row{number_text(rows, i)} is another position's row too",
         "idx_mapping", position=i, expected="one row per request"))
 
@@ -345,6 +342,19 @@ def _drafts(out: Mrv2Drafts, values: Values) -> Finding | None:
                        f"the first K_t={proposed} columns")
 
     return values.any_true(bad, explain)
+
+
+def _repeated(rows: Any) -> Any:
+    """Per position, whether an earlier position (in sorted order) holds the same row:
+    one sort on the array's own backend and device."""
+    if isinstance(rows, np.ndarray):
+        order = np.argsort(rows, kind="stable")
+        repeated = np.zeros(rows.shape[0], dtype=bool)
+        repeated[order[1:]] = rows[order[1:]] == rows[order[:-1]]
+        return repeated
+    ordered, order = rows.sort(stable=True)
+    same = ordered[1:] == ordered[:-1]
+    return (ordered < ordered).index_put((order[1:],), same)
 
 
 def _int(array: Any, index: int) -> int:

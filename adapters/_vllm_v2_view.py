@@ -21,6 +21,7 @@ from specguard.adapters._vllm_v2 import (
     Mrv2Sampled,
     Mrv2TargetInput,
 )
+from specguard.contracts import Depth, Mode, current_config
 from specguard.contracts.ops import arange_like
 
 __all__ = ["Mrv2Batch", "drafts_of", "input_batch_of", "like", "sampled_of"]
@@ -68,7 +69,8 @@ def input_batch_of(input_batch: Any, *, mtp_k: int, vocab_size: int,
         "vocab_size": vocab_size, "num_tokens": num_tokens,
         "seq_ids": arange_like(ids, num_reqs) if _sliceable(ids) else np.arange(num_reqs),
         "input_ids": ids, "query_start_loc": device_starts, "logits_indices": rows,
-        "tail_rows": _tail_rows(rows, starts, cu)}, names=req_ids)
+        "tail_rows": _tail_rows(rows, starts, cu) if _full_depth() else rows},
+        names=req_ids)
     computed = _host(input_batch, "num_computed_tokens_np")
     prefill = _host(input_batch, "prefill_len_np")
     mid = np.zeros(num_reqs, dtype=bool)
@@ -82,6 +84,12 @@ def sampled_of(batch: Mrv2Batch, sampler_output: Any, *, mtp_k: int,
                vocab_size: int) -> Mrv2Sampled:
     """Check a ``SamplerOutput``: ``sampled_token_ids``, ``num_sampled``, ``num_rejected``."""
     tokens = getattr(sampler_output, "sampled_token_ids", None)
+    logits, mid = batch.num_logits, batch.mid_prefill
+    if _full_depth():
+        logits, mid = like(tokens, logits), like(tokens, mid)
+    elif tokens is not None and _sliceable(tokens):  # shapes only: built where they live
+        logits = arange_like(tokens, len(batch.req_ids))
+        mid = logits < 0
     return build(Mrv2Sampled, {
         "vocab_size": vocab_size, "num_columns": mtp_k + 1 if batch.verifies else 1,
         "seq_ids": arange_like(tokens, len(batch.req_ids)) if tokens is not None
@@ -89,8 +97,7 @@ def sampled_of(batch: Mrv2Batch, sampler_output: Any, *, mtp_k: int,
         "sampled_token_ids": tokens,
         "num_sampled": getattr(sampler_output, "num_sampled", None),
         "num_rejected": getattr(sampler_output, "num_rejected", None),
-        "num_logits": like(tokens, batch.num_logits),
-        "mid_prefill": like(tokens, batch.mid_prefill)},
+        "num_logits": logits, "mid_prefill": mid},
         names=batch.req_ids)
 
 
@@ -128,11 +135,18 @@ def _host(obj: Any, name: str) -> np.ndarray:
     return np.asarray(value) if isinstance(value, np.ndarray) else np.zeros(0, dtype=np.int64)
 
 
+def _full_depth() -> bool:
+    """Whether the value rules that compare device values with host arrays run (SG625,
+    SG629): only then are the host arrays copied to the device."""
+    config = current_config()
+    return config.mode is not Mode.OFF and config.depth is Depth.FULL
+
+
 def like(reference: Any, host: np.ndarray) -> Any:
     """``host`` on the backend and device of ``reference`` (integers in its dtype).
 
-    For a device tensor this is an asynchronous host-to-device copy of a few values per
-    request: it waits on nothing the device runs.
+    For a device tensor this is a ``non_blocking`` host-to-device copy of a few values
+    per request, which waits on no kernel; it is made at full depth only.
     """
     torch = sys.modules.get("torch")
     if torch is None or not isinstance(reference, torch.Tensor):

@@ -282,3 +282,34 @@ def test_mrv2_input_batch_without_its_fields_is_a_contract_violation():
     """An object that is not an InputBatch is reported by rule, not as a foreign error."""
     with contracts.checking(mode="strict"), pytest.raises(contracts.ContractViolation):
         VllmView(mtp_k=2, vocab_size=1000).mrv2_input_batch(SimpleNamespace())
+
+
+_DEVICE_FIELDS = ("input_ids", "logits_indices", "query_start_loc", "sampled_token_ids",
+                  "num_sampled", "num_rejected", "draft_tokens")
+
+
+@pytest.mark.parametrize("scenario, codes", [("mixed-batch", []), ("chunked-prefill", []),
+                                             ("over-scheduled-drafts", ["SG628"])])
+def test_mrv2_tensors_on_a_device_are_checked_as_deferred_verdicts_at_full_depth(
+        monkeypatch, scenario, codes):
+    """The recorded runs with MRV2's device tensors as tensors on a device: every value
+    rule runs there without raising, and the verdicts read at the sync point are the
+    host replay's."""
+    from specguard.contracts._core import _values
+
+    monkeypatch.setattr(_values, "HOST_DEVICE_TYPES", set())
+
+    def on_device(event: str, fields: dict[str, Any]) -> None:
+        for name in _DEVICE_FIELDS:
+            if isinstance(fields.get(name), np.ndarray):
+                fields[name] = torch.from_numpy(fields[name])
+
+    with contracts.checking(device_values="deferred"):
+        assert _replay(_corpus(scenario), on_device) == []
+        assert contracts.pending_deferred() > 0
+        try:
+            contracts.flush_deferred()
+            found = []
+        except contracts.DeferredViolation as error:
+            found = [v.code for v in error.violations]
+    assert found[:1] == codes
