@@ -81,11 +81,11 @@ def test_recorded_model_runner_v2_traffic_replays_as_expected(path):
 
 
 def test_corpus_holds_the_model_runner_v2_scenarios():
-    """Steady decode, chunked prefill, a mixed batch, prefix-cache hits, dynamic K and the
-    over-scheduled drafts bug are recorded for vLLM 0.33.0."""
+    """Steady decode, chunked prefill, a mixed batch, prefix-cache hits, async scheduling,
+    dynamic K and the over-scheduled drafts bug are recorded for vLLM 0.33.0."""
     assert {p.stem for p in FILES} == {
-        "steady-decode", "chunked-prefill", "mixed-batch", "prefix-cache-hit", "dynamic-k",
-        "over-scheduled-drafts"}
+        "steady-decode", "chunked-prefill", "mixed-batch", "prefix-cache-hit",
+        "async-scheduling", "dynamic-k", "over-scheduled-drafts"}
     assert all(read_corpus(p).engine == "vllm-mrv2" for p in FILES)
 
 
@@ -110,6 +110,18 @@ def test_mrv2_full_prefix_hit_draft_slots_come_from_the_zeroed_device_row():
     end = int(hit["query_start_loc_np"][row + 1])
     drafts = int(hit["num_draft_tokens_per_req"][row])
     assert hit["input_ids"][end - drafts:end].tolist() == [0] * drafts
+    assert _replay(corpus) == []
+
+
+def test_mrv2_async_host_mirror_runs_ahead_of_the_device_positions():
+    """Under async scheduling MRV2's host num_computed_tokens is an upper bound (drafts
+    counted before the rejections come back) while positions come from the device
+    count: no rule reads positions from the host mirror, and the run is clean."""
+    corpus = _corpus("async-scheduling")
+    ahead = [b for b in _events(corpus, "input_batch")
+             if (b["num_computed_tokens_np"] > b["positions"][b["query_start_loc_np"][:-1]]
+                 ).any()]
+    assert ahead
     assert _replay(corpus) == []
 
 

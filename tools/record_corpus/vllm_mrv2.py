@@ -256,10 +256,12 @@ def _input_batch_fields(batch: Any) -> dict[str, Any]:
 
 
 class Engine(v1.Engine):
-    """vLLM's engine loop (sync scheduling) around the MRV2 runner."""
+    """vLLM's engine loop (sync, or async with two batches in flight) around the MRV2
+    runner."""
 
-    def __init__(self, vllm: Any, *, mtp_k: int, **options: Any) -> None:
-        super().__init__(vllm, mtp_k=mtp_k, async_scheduling=False, **options)
+    def __init__(self, vllm: Any, *, mtp_k: int, async_scheduling: bool = False,
+                 **options: Any) -> None:
+        super().__init__(vllm, mtp_k=mtp_k, async_scheduling=async_scheduling, **options)
         self.scheduler.use_v2_model_runner = True
         self.runner = Mrv2Runner(  # type: ignore[assignment]
             mtp_k=mtp_k, max_num_reqs=options.get("max_num_seqs", 8),
@@ -269,6 +271,8 @@ class Engine(v1.Engine):
 
     def step(self) -> bool:
         """``EngineCore.step``; ``mutate`` (a buggy scheduler) may change its output."""
+        if self.async_scheduling:
+            return bool(super().step())
         if not self.scheduler.has_requests():
             return False
         so = self.scheduler.schedule()
@@ -289,6 +293,7 @@ class Scenario:
     mtp_k: int
     drive: Callable[[Engine], None]
     options: dict[str, Any] = dataclasses.field(default_factory=dict)
+    async_scheduling: bool = False
     expect: Callable[[Engine], list[dict[str, Any]]] | None = None
 
 
@@ -320,6 +325,13 @@ def _prefix(e: Engine) -> None:
     e.add("partial", shared[:8] + v1.prompt(38, 3), 2)
     e.add("full", list(shared), 2)
     e.run(6)
+
+
+def _async(e: Engine) -> None:
+    e.add("r0", v1.prompt(42, 6), 7)
+    e.run(2)
+    e.add("r1", v1.prompt(43, 10), 5)
+    e.run(9)
 
 
 def _dynamic(e: Engine) -> None:
@@ -382,6 +394,9 @@ SCENARIOS = [
     Scenario("dynamic-k", "Dynamic speculative decoding: K_t=3 at batch size 1 and K_t=1 "
              "above; the speculator's columns past K_t are -1 on the device.", 3, _dynamic,
              dict(max_num_batched_tokens=32, dynamic_k=[(1, 1, 3), (2, 8, 1)])),
+    Scenario("async-scheduling", "AsyncScheduler, one step ahead of the results: its "
+             "[-1] * K_t placeholders are the draft counts; MRV2 copies the drafts from the "
+             "device.", 2, _async, dict(max_num_batched_tokens=16), async_scheduling=True),
     Scenario("over-scheduled-drafts", "A buggy scheduler (the mutation is the recorder's): "
              "under dynamic K it schedules r1 three draft slots while MRV2's device row "
              "holds one real draft and -1 after it; MRV2's own combine kernel copies the "
@@ -396,10 +411,12 @@ def record(vllm: Any, scenario: Scenario) -> Any:
     from specguard.adapters.corpus import Corpus, Event, Expected, encode_tree
 
     version = vllm.__version__.split("+")[0]
-    engine = Engine(vllm, mtp_k=scenario.mtp_k, **scenario.options)
+    engine = Engine(vllm, mtp_k=scenario.mtp_k, async_scheduling=scenario.async_scheduling,
+                    **scenario.options)
     scenario.drive(engine)
     expect = scenario.expect(engine) if scenario.expect is not None else []
-    config = {"mtp_k": scenario.mtp_k, "vocab_size": VOCAB, "async_scheduling": False,
+    config = {"mtp_k": scenario.mtp_k, "vocab_size": VOCAB,
+              "async_scheduling": scenario.async_scheduling,
               "runner": "ModelRunnerV2",
               "max_num_reqs": int(scenario.options.get("max_num_seqs", 8))}
     return Corpus(engine="vllm-mrv2", engine_version=version, scenario=scenario.name,
