@@ -19,7 +19,8 @@ deals with them (async scheduling: overwritten from the previous step, SG603 wit
 tracker; from 0.33.0 also clamped before any embedding), and never reach an embedding
 (SG301). Request ids are strings: contract seq ids are batch positions, and every message
 also names the request id. :func:`specguard.adapters.vllm_install.install` wires a view
-into a live ``GPUModelRunner``.
+into a live ``GPUModelRunner``. Model Runner V2 (``vllm/v1/worker/gpu/``) has its own
+hand-overs: ``mrv2_input_batch``, ``mrv2_sampled`` and ``mrv2_drafted`` (SG623-SG631).
 """
 
 from __future__ import annotations
