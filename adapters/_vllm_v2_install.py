@@ -19,6 +19,7 @@ sample no bonus token (diffusion).
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -65,6 +66,10 @@ class Mrv2Hooks:
     view: VllmView
     runner: Any
     batch: Mrv2Batch | None = None
+    """The checked batch in flight, or None when the step is not covered."""
+    input_batch: Any = None
+    """The ``InputBatch`` it was read from: ``sample`` and ``propose`` are checked only
+    when handed that very object (dummy and warm-up batches are not)."""
 
     def covered(self) -> bool:
         """Whether this step runs a configuration the checks cover."""
@@ -76,11 +81,22 @@ class Mrv2Hooks:
         state = getattr(runner, "model_state", None)
         return getattr(state, "num_new_sampled_tokens_per_step", 1) == 1
 
+    def _in_flight(self, signature: inspect.Signature, args: tuple[Any, ...],
+                   kwargs: dict[str, Any]) -> Mrv2Batch | None:
+        """The checked batch, when a call is handed the step's own ``InputBatch``."""
+        if self.batch is None:
+            return None
+        try:
+            given = signature.bind(*args, **kwargs).arguments.get("input_batch")
+        except TypeError:  # the engine's own call failed the same way
+            return None
+        return self.batch if given is self.input_batch else None
+
     def after_prepare_inputs(self) -> Wrapper:
         def make(original: Callable[..., Any]) -> Callable[..., Any]:
             def prepare_inputs(scheduler_output: Any, *args: Any, **kwargs: Any) -> Any:
                 input_batch = original(scheduler_output, *args, **kwargs)
-                self.batch = None
+                self.batch, self.input_batch = None, input_batch
                 if self.covered():
                     self.view.schedule(scheduler_output, req_ids=list(input_batch.req_ids))
                     self.batch = self.view.mrv2_input_batch(
@@ -93,10 +109,13 @@ class Mrv2Hooks:
 
     def around_sample(self) -> Wrapper:
         def make(original: Callable[..., Any]) -> Callable[..., Any]:
+            signature = inspect.signature(original)
+
             def sample(*args: Any, **kwargs: Any) -> Any:
                 result = original(*args, **kwargs)
-                if self.batch is not None and isinstance(result, tuple) and result:
-                    self.view.mrv2_sampled(self.batch, result[0])
+                batch = self._in_flight(signature, args, kwargs)
+                if batch is not None and isinstance(result, tuple) and result:
+                    self.view.mrv2_sampled(batch, result[0])
                 return result
 
             return sample
@@ -105,15 +124,16 @@ class Mrv2Hooks:
 
     def around_propose(self) -> Wrapper:
         def make(original: Callable[..., Any]) -> Callable[..., Any]:
+            signature = inspect.signature(original)
+
             def propose(*args: Any, **kwargs: Any) -> Any:
                 drafts = original(*args, **kwargs)
-                proposed = kwargs.get("num_speculative_tokens")
-                if proposed is None:
-                    proposed = self.view.mtp_k
-                if self.batch is not None and hasattr(drafts, "shape") \
+                batch = self._in_flight(signature, args, kwargs)
+                if batch is not None and hasattr(drafts, "shape") \
                         and not kwargs.get("dummy_run", False):
-                    self.view.mrv2_drafted(self.batch, drafts,
-                                           num_speculative_tokens=int(proposed))
+                    proposed = kwargs.get("num_speculative_tokens")
+                    self.view.mrv2_drafted(batch, drafts, num_speculative_tokens=(
+                        self.view.mtp_k if proposed is None else int(proposed)))
                 return drafts
 
             return propose

@@ -118,3 +118,30 @@ def test_install_refuses_a_model_runner_v2_speculator_of_another_signature():
             "(Model Runner V2)")):
         install_vllm(runner, version="0.33.0")
     assert "prepare_inputs" not in vars(runner)
+
+
+def test_install_checks_sample_and_propose_only_for_the_steps_own_input_batch():
+    """sample() and speculator.propose() handed the step's InputBatch are checked (a -1
+    among the K_t drafts is SG631); a dummy batch handed to them is not."""
+    runner = GPUModelRunner(mtp_k=3)
+    install_vllm(runner, version="0.33.0")
+    events = [e.values() for e in read_corpus(CORPUS / "steady-decode.json").events]
+    schedule, batch, sampled, drafted = events[4:8]
+    assert [e["step"] for e in (schedule, batch, sampled, drafted)] == [1, 1, 1, 1]
+    runner.next_batch = SimpleNamespace(**batch)
+    dummy = SimpleNamespace(**batch)
+    bad = drafted["draft_tokens"].copy()
+    bad[1, 0] = -1
+    runner.speculator.result = bad
+    with contracts.checking(mode="strict", depth="full"):
+        runner.prepare_inputs(scheduler_output(schedule), None, None, 0)
+        runner.next_sampled = SimpleNamespace(**sampled)
+        runner.sample(None, runner.next_batch, None)
+        runner.speculator.propose(dummy, None, None, None, None, None, None, None, None,
+                                  None, None, num_speculative_tokens=3)
+        with pytest.raises(contracts.ContractViolation, match=re.escape(
+                "SG631 the drafts the next step may read are in the vocabulary")) as caught:
+            runner.speculator.propose(runner.next_batch, None, None, None, None, None, None,
+                                      None, None, None, None, num_speculative_tokens=3)
+    assert (caught.value.violations[0].position,
+            caught.value.violations[0].reason) == (1, "request 'r1': draft 0 is -1")

@@ -325,3 +325,22 @@ def test_mrv2_tensors_on_a_device_are_checked_as_deferred_verdicts_at_full_depth
         except contracts.DeferredViolation as error:
             found = [v.code for v in error.violations]
     assert found[:1] == codes
+
+
+def test_mrv2_checks_off_validate_nothing_and_copy_nothing(monkeypatch):
+    """Mode off: the over-scheduled run replays without a violation, and the host arrays
+    that only full-depth rules compare are never rebuilt or copied."""
+    from specguard.adapters import _vllm_v2_view
+
+    def refuse(*args: Any) -> None:
+        raise AssertionError("built with checks off")
+
+    monkeypatch.setattr(_vllm_v2_view, "_tail_rows", refuse)
+    monkeypatch.setattr(_vllm_v2_view, "like", refuse)
+    corpus = _corpus("over-scheduled-drafts")
+    view = _view(corpus)
+    with contracts.checking(mode="off", depth="full"):
+        for batch in _events(corpus, "input_batch"):
+            checked = view.mrv2_input_batch(SimpleNamespace(**batch))
+        for sampled in _events(corpus, "sampled")[-1:]:
+            view.mrv2_sampled(checked, SimpleNamespace(**sampled))
