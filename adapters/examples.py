@@ -175,6 +175,41 @@ def _vllm_schedule(output: SimpleNamespace) -> None:
     VllmView(mtp_k=_MTP_K, vocab_size=_VOCAB).schedule(output)
 
 
+def _mrv2_input_batch(**changes: Any) -> SimpleNamespace:
+    """An object with the fields of vLLM Model Runner V2's InputBatch: req-a verifying
+    three drafts, req-b a chunk of its prefill (MRV2 sorts decodes first)."""
+    fields: dict[str, Any] = {
+        "req_ids": ["req-a", "req-b"], "num_tokens": 9,
+        "idx_mapping_np": np.array([5, 2]), "num_scheduled_tokens": _ids(4, 5),
+        "num_draft_tokens_per_req": _ids(3, 0), "query_start_loc_np": _ids(0, 4, 9),
+        "cu_num_logits_np": _ids(0, 4, 5), "logits_indices": np.array([0, 1, 2, 3, 8]),
+        "input_ids": np.array([501, 502, 503, 504, 11, 12, 13, 14, 15]),
+        "query_start_loc": _ids(0, 4, 9), "num_computed_tokens_np": _ids(20, 5),
+        "prefill_len_np": _ids(17, 30)}
+    fields.update(changes)
+    return SimpleNamespace(**fields)
+
+
+def _mrv2(batch: SimpleNamespace, *, sampled: Any = None, drafts: Any = None,
+          num_speculative_tokens: int = _MTP_K) -> None:
+    view = VllmView(mtp_k=_MTP_K, vocab_size=_VOCAB)
+    checked = view.mrv2_input_batch(batch, max_num_reqs=8)
+    if sampled is not None:
+        view.mrv2_sampled(checked, sampled)
+    if drafts is not None:
+        view.mrv2_drafted(checked, drafts, num_speculative_tokens=num_speculative_tokens)
+
+
+def _mrv2_sampled(**changes: Any) -> SimpleNamespace:
+    """MRV2's SamplerOutput for :func:`_mrv2_input_batch`: req-a accepted one draft, req-b
+    (mid-prefill) sampled nothing; the columns past num_sampled are unset."""
+    fields: dict[str, Any] = {
+        "sampled_token_ids": np.array([[502, 77, 9999, 9999], [9999, 9999, 9999, 9999]]),
+        "num_sampled": _ids(2, 0), "num_rejected": _ids(2, 0)}
+    fields.update(changes)
+    return SimpleNamespace(**fields)
+
+
 def _ranks(rank: int = 3, **changes: Any) -> None:
     """Four data-parallel ranks at step 5 (rank 2 idle), with ``changes`` on ``rank``'s row."""
     steps = [RankStep(5, _MTP_K, 12, 12, False, 4, [0, 4, 8]),
@@ -219,6 +254,38 @@ _ADAPTER_EXAMPLES = (
     Example("SG622", "vLLM's total_num_scheduled_tokens left stale after a count changed "
             "(`VllmView`)",
             lambda: _vllm_schedule(_scheduler_output(total_num_scheduled_tokens=12))),
+    Example("SG623", "an MRV2 InputBatch whose query_start_loc gives req-b 5 tokens of 6 "
+            "scheduled (`VllmView.mrv2_input_batch`)",
+            lambda: _mrv2(_mrv2_input_batch(num_scheduled_tokens=_ids(4, 6), num_tokens=10))),
+    Example("SG624", "an MRV2 cu_num_logits that gives req-a three logits rows for three "
+            "drafts (`VllmView.mrv2_input_batch`)",
+            lambda: _mrv2(_mrv2_input_batch(cu_num_logits_np=_ids(0, 3, 5)))),
+    Example("SG625", "MRV2's logits row for req-b one token before the end of its span "
+            "(`VllmView.mrv2_input_batch`)",
+            lambda: _mrv2(_mrv2_input_batch(logits_indices=np.array([0, 1, 2, 3, 7])))),
+    Example("SG626", "req-a and req-b mapped to one request-state row "
+            "(`VllmView.mrv2_input_batch`)",
+            lambda: _mrv2(_mrv2_input_batch(idx_mapping_np=np.array([5, 5])))),
+    Example("SG627", "req-a scheduled four draft slots for a three-step speculator "
+            "(`VllmView.mrv2_input_batch`)",
+            lambda: _mrv2(_mrv2_input_batch(
+                num_draft_tokens_per_req=_ids(4, 0), num_scheduled_tokens=_ids(5, 4),
+                cu_num_logits_np=_ids(0, 5, 6), logits_indices=np.array([0, 1, 2, 3, 4, 8]),
+                query_start_loc_np=_ids(0, 5, 9), query_start_loc=_ids(0, 5, 9)))),
+    Example("SG628", "a -1 copied from req-a's device draft row into MRV2's input_ids "
+            "(`VllmView.mrv2_input_batch`)",
+            lambda: _mrv2(_mrv2_input_batch(
+                input_ids=np.array([501, 502, -1, -1, 11, 12, 13, 14, 15])))),
+    Example("SG629", "req-b, mid-prefill, sampling a token (`VllmView.mrv2_sampled`)",
+            lambda: _mrv2(_mrv2_input_batch(), sampled=_mrv2_sampled(
+                num_sampled=_ids(2, 1)))),
+    Example("SG630", "req-a's accepted draft sampled as -1 (`VllmView.mrv2_sampled`)",
+            lambda: _mrv2(_mrv2_input_batch(), sampled=_mrv2_sampled(
+                sampled_token_ids=np.array([[-1, 77, 9999, 9999], [9999] * 4])))),
+    Example("SG631", "a -1 among the K_t=2 drafts MRV2 stores for req-b "
+            "(`VllmView.mrv2_drafted`)",
+            lambda: _mrv2(_mrv2_input_batch(), num_speculative_tokens=2,
+                          drafts=np.array([[7, 8, -1], [9, -1, -1]]))),
     Example("SG701", "rank 1's own batch broke SG101 in the previous step (`check_ranks`)",
             lambda: _ranks(1, stopped=101)),
     Example("SG702", "idle rank 2 skipped a step without joining its collectives "

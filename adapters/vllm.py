@@ -19,7 +19,8 @@ deals with them (async scheduling: overwritten from the previous step, SG603 wit
 tracker; from 0.33.0 also clamped before any embedding), and never reach an embedding
 (SG301). Request ids are strings: contract seq ids are batch positions, and every message
 also names the request id. :func:`specguard.adapters.vllm_install.install` wires a view
-into a live ``GPUModelRunner``.
+into a live ``GPUModelRunner``. Model Runner V2 (``vllm/v1/worker/gpu/``) has its own
+hand-overs: ``mrv2_input_batch``, ``mrv2_sampled`` and ``mrv2_drafted`` (SG623-SG631).
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ from specguard.adapters._step_rules import VerifyRows
 from specguard.adapters._vllm_drafter import drafter_fields
 from specguard.adapters._vllm_drafts import dense_drafts, draft_tokens, listed_rows
 from specguard.adapters._vllm_schedule import VllmSchedule
+from specguard.adapters._vllm_v2 import Mrv2Drafts, Mrv2Sampled
+from specguard.adapters._vllm_v2_view import Mrv2Batch, drafts_of, input_batch_of, sampled_of
 from specguard.adapters.step_tracker import StepPlan, StepTracker
 from specguard.contracts import (
     Boundary,
@@ -321,6 +324,26 @@ class VllmView:
             num_scheduled=step.num_scheduled, draft_token_ids=rows, num_drafts=counts,
             draft_placeholder=PLACEHOLDER if refills else None,
             num_before_drafts=np.maximum(step.num_scheduled[decode] - listed, 0))
+
+    # -- Model Runner V2 (vLLM 0.33, vllm/v1/worker/gpu/): see specguard.adapters._vllm_v2
+    def mrv2_input_batch(self, input_batch: Any, *, max_num_reqs: int | None = None) -> Mrv2Batch:
+        """Check Model Runner V2's ``InputBatch`` (``GPUModelRunner.prepare_inputs``):
+        spans, logits rows, request-state rows and draft counts from its host arrays;
+        the embedded ids and the logits rows as deferred verdicts on a device."""
+        return input_batch_of(input_batch, mtp_k=self.mtp_k, vocab_size=self.vocab_size,
+                              num_state_rows=max_num_reqs)[1]
+
+    def mrv2_sampled(self, batch: Mrv2Batch, sampler_output: Any) -> Mrv2Sampled:
+        """Check MRV2's ``SamplerOutput`` for the batch: counts, and the sampled ids the
+        scheduler takes (the first ``num_sampled`` of each row; the rest is unset)."""
+        return sampled_of(batch, sampler_output, mtp_k=self.mtp_k, vocab_size=self.vocab_size)
+
+    def mrv2_drafted(self, batch: Mrv2Batch, draft_tokens: Any, *,
+                     num_speculative_tokens: int) -> Mrv2Drafts:
+        """Check the ``(num_reqs, S)`` drafts MRV2 stores on the device for the next step:
+        the first ``K_t`` columns in the vocabulary, ``-1`` allowed after."""
+        return drafts_of(batch, draft_tokens, mtp_k=self.mtp_k, vocab_size=self.vocab_size,
+                         num_speculative_tokens=num_speculative_tokens)
 
 
 class _TrackedNames(Sequence[str]):

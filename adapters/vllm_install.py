@@ -25,8 +25,14 @@ runner (``mtp_k``, vocabulary, async scheduling and vLLM version read from the r
 with a :class:`~specguard.adapters.step_tracker.StepTracker`, and honours
 ``SPECGUARD_MODE`` / ``SPECGUARD_DEPTH`` like every other guard.
 
-It knows vLLM 0.11.0, 0.11.1 and 0.33.0 (the releases of the conformance corpus), the V1
-``GPUModelRunner`` only, and the drafters whose ``propose`` takes EAGLE's arguments. For
+Model Runner V2 (``vllm.v1.worker.gpu.model_runner``, vLLM 0.33.0) is wrapped at its own
+hand-overs instead: ``prepare_inputs`` (the ``SchedulerOutput`` and the ``InputBatch``),
+``sample`` and ``speculator.propose`` (see :mod:`specguard.adapters._vllm_v2_install`);
+install it after the worker loaded the model, and call ``install`` on the runner itself
+(``specguard.adapters.vllm_plugin`` patches the V1 runner only).
+
+It knows vLLM 0.11.0, 0.11.1 and 0.33.0 (the releases of the conformance corpus), and the
+V1 drafters whose ``propose`` takes EAGLE's arguments. For
 anything else it refuses with :class:`UnsupportedVllm`, naming what it found; pass
 ``version=`` to read an unlisted release as a known one whose runner it matches. vLLM is
 imported only to read its version, when ``install`` is called.
@@ -40,6 +46,14 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from specguard.adapters._vllm_v2_install import (
+    MRV2_MODULE,
+    MRV2_RELEASE,
+    MRV2_SIGNATURES,
+    Mrv2Hooks,
+    is_model_runner_v2,
+    mrv2_view,
+)
 from specguard.adapters.step_tracker import StepTracker
 from specguard.adapters.vllm import KNOWN_VERSIONS, VllmStep, VllmView
 
@@ -76,8 +90,9 @@ assert set(SIGNATURES) == set(KNOWN_VERSIONS)
 
 
 class UnsupportedVllm(RuntimeError):
-    """The runner is not one ``install`` knows: another vLLM release, Model Runner V2, a
-    drafter without EAGLE's ``propose``, or a method whose signature changed."""
+    """The runner is not one ``install`` knows: another vLLM release, Model Runner V2 of
+    a release other than 0.33.0, a drafter without EAGLE's ``propose``, or a method whose
+    signature changed."""
 
 
 @dataclass
@@ -114,7 +129,9 @@ def install(gpu_model_runner: Any, *, version: str | None = None,
     if getattr(runner, "__dict__", {}).get(_ATTRIBUTE) is not None:
         raise UnsupportedVllm("specguard is already installed on this runner")
     release = _release(version)
-    _refuse_model_runner_v2(runner)
+    if is_model_runner_v2(runner):
+        return _install_model_runner_v2(runner, release, view)
+    _refuse_unknown_runner(runner)
     drafter = getattr(runner, "drafter", None)
     if getattr(runner, "speculative_config", None) is None or drafter is None:
         raise UnsupportedVllm(
@@ -178,14 +195,37 @@ def _release(version: str | None) -> str:
     return release
 
 
-def _refuse_model_runner_v2(runner: Any) -> None:
-    module = type(runner).__module__
-    if module.startswith("vllm.v1.worker.gpu.") or not hasattr(runner, "input_batch"):
+def _refuse_unknown_runner(runner: Any) -> None:
+    if not hasattr(runner, "input_batch"):
         raise UnsupportedVllm(
-            f"{type(runner).__module__}.{type(runner).__name__} is not the V1 "
-            "GPUModelRunner (vllm.v1.worker.gpu_model_runner): Model Runner V2 "
-            "(vllm/v1/worker/gpu/) is not supported yet; run vLLM with "
-            "VLLM_USE_V2_MODEL_RUNNER=0")
+            f"{type(runner).__module__}.{type(runner).__name__} is neither the V1 "
+            "GPUModelRunner (vllm.v1.worker.gpu_model_runner) nor Model Runner V2's "
+            f"({MRV2_MODULE})")
+
+
+def _install_model_runner_v2(runner: Any, release: str,
+                             view: VllmView | None) -> Installation:
+    """Model Runner V2 (vLLM 0.33.0): see :mod:`specguard.adapters._vllm_v2_install`."""
+    if release != MRV2_RELEASE:
+        raise UnsupportedVllm(
+            f"specguard knows Model Runner V2 of vLLM {MRV2_RELEASE} only; this is read as "
+            f"vLLM {release}. Check its hand-overs by hand with VllmView.mrv2_input_batch(), "
+            "mrv2_sampled() and mrv2_drafted()")
+    speculator = getattr(runner, "speculator", None)
+    if speculator is None:
+        raise UnsupportedVllm(
+            "this Model Runner V2 has no speculator: specguard checks the MTP/EAGLE "
+            "boundaries and has nothing to check")
+    for target, name in ((runner, "prepare_inputs"), (runner, "sample"),
+                         (speculator, "propose")):
+        _check_signature(target, name, MRV2_SIGNATURES[name], f"{release} (Model Runner V2)")
+    hooks = Mrv2Hooks(view or mrv2_view(runner), runner)
+    installation = Installation(hooks.view, release)
+    _wrap(installation, runner, "prepare_inputs", hooks.after_prepare_inputs())
+    _wrap(installation, runner, "sample", hooks.around_sample())
+    _wrap(installation, speculator, "propose", hooks.around_propose())
+    runner.__dict__[_ATTRIBUTE] = installation
+    return installation
 
 
 def _check_signature(target: Any, name: str, expected: tuple[str, ...], release: str) -> None:

@@ -17,7 +17,7 @@ from specguard.adapters.corpus import Corpus, corpus_files, read_corpus
 __all__ = ["CORPUS", "conformance_tables"]
 
 CORPUS = Path(__file__).resolve().parents[2] / "tests" / "conformance" / "corpus"
-_ENGINES = {"atom": "ATOM", "vllm": "vLLM"}
+_ENGINES = {"atom": "ATOM", "vllm": "vLLM", "vllm-mrv2": "vLLM Model Runner V2"}
 
 
 def _result(corpus: Corpus) -> str:

@@ -179,14 +179,18 @@ def test_install_refuses_a_method_whose_signature_changed():
     assert "_update_states" not in vars(runner)
 
 
-def test_install_refuses_model_runner_v2_and_runners_without_drafts():
-    """Model Runner V2 and a runner without speculative decoding are refused by name."""
+def test_install_refuses_model_runner_v2_without_a_speculator_or_of_another_release():
+    """Model Runner V2 without a speculator, or read as a release other than 0.33.0, and a
+    runner without speculative decoding are refused by name."""
     v2 = type("GPUModelRunner", (), {"__module__": "vllm.v1.worker.gpu.model_runner"})()
     with pytest.raises(UnsupportedVllm, match=re.escape(
-            "vllm.v1.worker.gpu.model_runner.GPUModelRunner is not the V1 GPUModelRunner "
-            "(vllm.v1.worker.gpu_model_runner): Model Runner V2 (vllm/v1/worker/gpu/) is not "
-            "supported yet; run vLLM with VLLM_USE_V2_MODEL_RUNNER=0")):
+            "this Model Runner V2 has no speculator: specguard checks the MTP/EAGLE "
+            "boundaries and has nothing to check")):
         install_vllm(v2, version="0.33.0")
+    with pytest.raises(UnsupportedVllm, match=re.escape(
+            "specguard knows Model Runner V2 of vLLM 0.33.0 only; this is read as vLLM "
+            "0.11.1. Check its hand-overs by hand with VllmView.mrv2_input_batch()")):
+        install_vllm(v2, version="0.11.1")
     plain = _Runner(mtp_k=2)
     plain.speculative_config = None
     with pytest.raises(UnsupportedVllm, match="this runner has no speculative decoding"):

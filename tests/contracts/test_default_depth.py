@@ -23,10 +23,11 @@ def test_the_default_depth_is_essential():
 
 
 def test_the_essential_rules_are_the_seed_rules():
-    """Exactly the embedding-id rule and the draft-row owner rule run by default."""
+    """Exactly the embedding-id rule (with its Model Runner V2 form, SG628) and the
+    draft-row owner rule run by default."""
     essential = {code for code, rule in contracts.REGISTRY.items()
                  if rule.depth is contracts.Depth.ESSENTIAL}
-    assert essential == {"SG115", "SG301"}
+    assert essential == {"SG115", "SG301", "SG628"}
     assert all(contracts.REGISTRY[code].check is not None for code in essential)
 
 

@@ -1,0 +1,141 @@
+"""The checks :func:`specguard.adapters.vllm_install.install` puts on Model Runner V2.
+
+MRV2's ``GPUModelRunner`` (``vllm.v1.worker.gpu.model_runner``, vLLM 0.33.0) hands over
+each step through three methods, wrapped on the runner object (its class is left alone):
+
+* ``prepare_inputs(scheduler_output, batch_req_state, batch_desc, num_active_loras)``
+  returns the ``InputBatch``: the ``SchedulerOutput`` is checked in its sorted batch
+  order (``VllmView.schedule``), then the ``InputBatch`` (``VllmView.mrv2_input_batch``);
+* ``sample(hidden_states, input_batch, grammar_output)`` returns the ``SamplerOutput``
+  (``VllmView.mrv2_sampled``);
+* ``speculator.propose(input_batch, ..., num_speculative_tokens=K_t)`` returns the
+  ``(num_reqs, S)`` drafts stored on the device (``VllmView.mrv2_drafted``).
+
+Not covered, and skipped step by step (the step's hand-overs are not checked):
+adaptive verification (the ``InputBatch``'s counts are upper bounds and the real spans
+live on the device), prefill context parallelism (a rank-local batch) and runners that
+sample no bonus token (diffusion).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from specguard.adapters._vllm_v2_view import Mrv2Batch
+from specguard.adapters.vllm import VllmView
+
+__all__ = ["MRV2_MODULE", "MRV2_RELEASE", "MRV2_SIGNATURES", "Mrv2Hooks", "is_model_runner_v2",
+           "mrv2_view"]
+
+#: The module of Model Runner V2's ``GPUModelRunner``.
+MRV2_MODULE = "vllm.v1.worker.gpu.model_runner"
+#: The vLLM release whose MRV2 install() knows, and the parameters it relies on.
+MRV2_RELEASE = "0.33.0"
+MRV2_SIGNATURES: dict[str, tuple[str, ...]] = {
+    "prepare_inputs": ("scheduler_output", "batch_req_state", "batch_desc",
+                       "num_active_loras"),
+    "sample": ("hidden_states", "input_batch", "grammar_output"),
+    "propose": ("input_batch", "attn_metadata", "slot_mappings", "last_hidden_states",
+                "aux_hidden_states", "num_sampled", "num_rejected", "last_sampled",
+                "next_prefill_tokens", "temperature", "seeds"),
+}
+
+Wrapper = Callable[[Callable[..., Any]], Callable[..., Any]]
+
+
+def is_model_runner_v2(runner: Any) -> bool:
+    """Whether ``runner`` is MRV2's ``GPUModelRunner`` (by its class's module)."""
+    return str(type(runner).__module__).startswith("vllm.v1.worker.gpu.")
+
+
+def mrv2_view(runner: Any) -> VllmView:
+    """A view for the runner's configuration. No step tracker: MRV2's scheduler lists
+    only ``-1`` drafts (the real ones stay on the device), so there is nothing to follow
+    from step to step at the scheduler's boundary."""
+    return VllmView(mtp_k=int(runner.num_speculative_steps), vocab_size=int(runner.vocab_size),
+                    version=MRV2_RELEASE)
+
+
+@dataclass
+class Mrv2Hooks:
+    """The wrappers of one MRV2 runner, and the batch in flight between them."""
+
+    view: VllmView
+    runner: Any
+    batch: Mrv2Batch | None = None
+    """The checked batch in flight, or None when the step is not covered."""
+    input_batch: Any = None
+    """The ``InputBatch`` it was read from: ``sample`` and ``propose`` are checked only
+    when handed that very object (dummy and warm-up batches are not)."""
+
+    def covered(self) -> bool:
+        """Whether this step runs a configuration the checks cover."""
+        runner = self.runner
+        if getattr(runner, "adaptive_verification", None) is not None:
+            return False
+        if getattr(runner, "pcp_manager", None) is not None:
+            return False
+        state = getattr(runner, "model_state", None)
+        return getattr(state, "num_new_sampled_tokens_per_step", 1) == 1
+
+    def _in_flight(self, signature: inspect.Signature, args: tuple[Any, ...],
+                   kwargs: dict[str, Any]) -> Mrv2Batch | None:
+        """The checked batch, when a call is handed the step's own ``InputBatch``."""
+        if self.batch is None:
+            return None
+        try:
+            given = signature.bind(*args, **kwargs).arguments.get("input_batch")
+        except TypeError:  # the engine's own call failed the same way
+            return None
+        return self.batch if given is self.input_batch else None
+
+    def after_prepare_inputs(self) -> Wrapper:
+        def make(original: Callable[..., Any]) -> Callable[..., Any]:
+            def prepare_inputs(scheduler_output: Any, *args: Any, **kwargs: Any) -> Any:
+                input_batch = original(scheduler_output, *args, **kwargs)
+                self.batch, self.input_batch = None, input_batch
+                if self.covered():
+                    self.view.schedule(scheduler_output, req_ids=list(input_batch.req_ids))
+                    self.batch = self.view.mrv2_input_batch(
+                        input_batch, max_num_reqs=getattr(self.runner, "max_num_reqs", None))
+                return input_batch
+
+            return prepare_inputs
+
+        return make
+
+    def around_sample(self) -> Wrapper:
+        def make(original: Callable[..., Any]) -> Callable[..., Any]:
+            signature = inspect.signature(original)
+
+            def sample(*args: Any, **kwargs: Any) -> Any:
+                result = original(*args, **kwargs)
+                batch = self._in_flight(signature, args, kwargs)
+                if batch is not None and isinstance(result, tuple) and result:
+                    self.view.mrv2_sampled(batch, result[0])
+                return result
+
+            return sample
+
+        return make
+
+    def around_propose(self) -> Wrapper:
+        def make(original: Callable[..., Any]) -> Callable[..., Any]:
+            signature = inspect.signature(original)
+
+            def propose(*args: Any, **kwargs: Any) -> Any:
+                drafts = original(*args, **kwargs)
+                batch = self._in_flight(signature, args, kwargs)
+                if batch is not None and hasattr(drafts, "shape") \
+                        and not kwargs.get("dummy_run", False):
+                    proposed = kwargs.get("num_speculative_tokens")
+                    self.view.mrv2_drafted(batch, drafts, num_speculative_tokens=(
+                        self.view.mtp_k if proposed is None else int(proposed)))
+                return drafts
+
+            return propose
+
+        return make

@@ -1,0 +1,165 @@
+"""Reading Model Runner V2's own objects into the boundary objects of ``_vllm_v2``.
+
+Duck typing on vLLM 0.33's names (``InputBatch``, ``SamplerOutput``, the speculator's
+draft tensor); vLLM is not imported. Only host arrays (``*_np``) and tensor shapes are
+read here; device values are compared on their device and give deferred verdicts.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from specguard.adapters._build import build
+from specguard.adapters._vllm_v2 import (
+    Mrv2Drafts,
+    Mrv2InputBatch,
+    Mrv2Sampled,
+    Mrv2TargetInput,
+)
+from specguard.contracts import Depth, Mode, current_config
+from specguard.contracts.ops import arange_like
+
+__all__ = ["Mrv2Batch", "drafts_of", "input_batch_of", "like", "sampled_of"]
+
+
+@dataclass(frozen=True)
+class Mrv2Batch:
+    """One checked ``InputBatch``, for the later hand-overs of the step."""
+
+    req_ids: tuple[str, ...]
+    """Request ids in MRV2's sorted batch order (batch position ``i`` is ``req_ids[i]``)."""
+    num_logits: np.ndarray
+    """Logits rows per request: ``1 + num_draft_tokens``."""
+    mid_prefill: np.ndarray
+    """Requests whose prefill goes on after this step (they sample nothing)."""
+    verifies: bool
+    """Whether the step has drafts, so the rejection sampler runs (``(n, S + 1)`` rows)."""
+
+
+def input_batch_of(input_batch: Any, *, mtp_k: int, vocab_size: int,
+                   num_state_rows: int | None = None) -> tuple[Mrv2TargetInput, Mrv2Batch]:
+    """Check one ``InputBatch`` of ``GPUModelRunner.prepare_inputs``: its host arrays,
+    then its device tensors."""
+    req_ids = tuple(_list(getattr(input_batch, "req_ids", ())))
+    num_reqs = len(req_ids)
+    counts = _host(input_batch, "num_scheduled_tokens")
+    drafts = getattr(input_batch, "num_draft_tokens_per_req", None)
+    drafts = np.zeros(num_reqs, dtype=np.int64) if drafts is None else np.asarray(drafts)
+    starts = _host(input_batch, "query_start_loc_np")[: num_reqs + 1]
+    cu = _host(input_batch, "cu_num_logits_np")
+    num_tokens = getattr(input_batch, "num_tokens", None)
+    build(Mrv2InputBatch, {
+        "mtp_k": mtp_k, "num_tokens": num_tokens, "num_state_rows": num_state_rows,
+        "seq_ids": np.arange(num_reqs), "idx_mapping": _host(input_batch, "idx_mapping_np"),
+        "num_scheduled_tokens": counts, "num_draft_tokens": drafts,
+        "query_start_loc": starts, "cu_num_logits": cu}, names=req_ids)
+    rows = getattr(input_batch, "logits_indices", None)
+    ids = getattr(input_batch, "input_ids", None)
+    if ids is not None and _sliceable(ids) and isinstance(num_tokens, int):
+        ids = ids[:num_tokens]  # a view: the cuda-graph padding is not embedded as input
+    device_starts = getattr(input_batch, "query_start_loc", None)
+    if device_starts is not None and _sliceable(device_starts):
+        device_starts = device_starts[: num_reqs + 1]
+    target = build(Mrv2TargetInput, {
+        "vocab_size": vocab_size, "num_tokens": num_tokens,
+        "seq_ids": arange_like(ids, num_reqs) if _sliceable(ids) else np.arange(num_reqs),
+        "input_ids": ids, "query_start_loc": device_starts, "logits_indices": rows,
+        "tail_rows": _tail_rows(rows, starts, cu) if _full_depth() else rows},
+        names=req_ids)
+    computed = _host(input_batch, "num_computed_tokens_np")
+    prefill = _host(input_batch, "prefill_len_np")
+    mid = np.zeros(num_reqs, dtype=bool)
+    if computed.shape == prefill.shape == counts.shape:
+        mid = computed.astype(np.int64) + counts < prefill
+    logits = drafts.astype(np.int64) + 1
+    return target, Mrv2Batch(req_ids, logits, mid, bool(drafts.shape[0] and drafts.any()))
+
+
+def sampled_of(batch: Mrv2Batch, sampler_output: Any, *, mtp_k: int,
+               vocab_size: int) -> Mrv2Sampled:
+    """Check a ``SamplerOutput``: ``sampled_token_ids``, ``num_sampled``, ``num_rejected``."""
+    tokens = getattr(sampler_output, "sampled_token_ids", None)
+    logits, mid = batch.num_logits, batch.mid_prefill
+    if _full_depth():
+        logits, mid = like(tokens, logits), like(tokens, mid)
+    elif tokens is not None and _sliceable(tokens):  # shapes only: built where they live
+        logits = arange_like(tokens, len(batch.req_ids))
+        mid = logits < 0
+    return build(Mrv2Sampled, {
+        "vocab_size": vocab_size, "num_columns": mtp_k + 1 if batch.verifies else 1,
+        "seq_ids": arange_like(tokens, len(batch.req_ids)) if tokens is not None
+        else np.arange(len(batch.req_ids)),
+        "sampled_token_ids": tokens,
+        "num_sampled": getattr(sampler_output, "num_sampled", None),
+        "num_rejected": getattr(sampler_output, "num_rejected", None),
+        "num_logits": logits, "mid_prefill": mid},
+        names=batch.req_ids)
+
+
+def drafts_of(batch: Mrv2Batch, draft_tokens: Any, *, mtp_k: int, vocab_size: int,
+              num_speculative_tokens: int) -> Mrv2Drafts:
+    """Check the ``(num_reqs, S)`` drafts ``sample_tokens`` stores on the device."""
+    return build(Mrv2Drafts, {
+        "mtp_k": mtp_k, "vocab_size": vocab_size,
+        "num_speculative_tokens": num_speculative_tokens,
+        "seq_ids": arange_like(draft_tokens, len(batch.req_ids))
+        if _sliceable(draft_tokens) else np.arange(len(batch.req_ids)),
+        "draft_tokens": draft_tokens},
+        names=batch.req_ids)
+
+
+def _tail_rows(rows: Any, starts: np.ndarray, cu: np.ndarray) -> Any:
+    """``query_end - num_logits + j`` per logits row, on ``rows``' backend and device, or
+    ``rows`` itself when the host arrays cannot say (the contract reports them)."""
+    if rows is None or starts.ndim != 1 or cu.ndim != 1 or starts.shape != cu.shape \
+            or cu.shape[0] < 1:
+        return rows
+    bounds: np.ndarray = cu.astype(np.int64)
+    per_request: np.ndarray = bounds[1:] - bounds[:-1]
+    total = int(cu[-1]) if cu.shape[0] else 0
+    if (per_request < 0).any() or total != int(getattr(rows, "shape", (0,))[0]):
+        return rows  # SG624 or the shape check speaks for it
+    owner = np.repeat(np.arange(per_request.shape[0]), per_request)
+    local = np.arange(total) - np.repeat(bounds[:-1], per_request)
+    tail = starts[1:].astype(np.int64)[owner] - per_request[owner] + local
+    return like(rows, tail)
+
+
+def _host(obj: Any, name: str) -> np.ndarray:
+    value = getattr(obj, name, None)
+    return np.asarray(value) if isinstance(value, np.ndarray) else np.zeros(0, dtype=np.int64)
+
+
+def _full_depth() -> bool:
+    """Whether the value rules that compare device values with host arrays run (SG625,
+    SG629): only then are the host arrays copied to the device."""
+    config = current_config()
+    return config.mode is not Mode.OFF and config.depth is Depth.FULL
+
+
+def like(reference: Any, host: np.ndarray) -> Any:
+    """``host`` on the backend and device of ``reference`` (integers in its dtype).
+
+    For a device tensor this is a ``non_blocking`` host-to-device copy of a few values
+    per request, which waits on no kernel; it is made at full depth only.
+    """
+    torch = sys.modules.get("torch")
+    if torch is None or not isinstance(reference, torch.Tensor):
+        return host
+    dtype = reference.dtype if host.dtype.kind in "iu" else None
+    return torch.from_numpy(np.ascontiguousarray(host)).to(
+        reference.device, dtype=dtype, non_blocking=True)
+
+
+def _sliceable(value: Any) -> bool:
+    """A numpy array or a tensor of one dimension or more."""
+    return hasattr(value, "dtype") and len(getattr(value, "shape", ())) >= 1
+
+
+def _list(value: Any) -> Sequence[str]:
+    return value if isinstance(value, list | tuple) else ()
