@@ -503,13 +503,11 @@ class SimRunner:
         cu = np.cumsum(counts)
         query_start_loc = torch.zeros(len(order) + 1, dtype=torch.int32)
         query_start_loc[1:] = torch.from_numpy(cu.astype(np.int32))
-        if self.version >= (0, 12, 0):
-            # GPUModelRunner._preprocess (0.33): placeholders are clamped before the
-            # target embeds the ids; the drafter reads the same clamped buffer.
-            input_ids = input_ids.clamp(min=0)
         num_drafts = np.array([len(spec.get(r, ())) for r in order], dtype=np.int32)
         metadata = None
         if spec:
+            # _prepare_inputs gathers the drafts before _preprocess clamps the buffer: a
+            # placeholder nobody filled reaches the rejection sampler as -1 (rejected)
             metadata = self._spec_metadata(num_drafts, cu.astype(np.int32), input_ids)
             logits_indices = metadata.logits_indices
             self.record("spec_decode_metadata", {
@@ -518,6 +516,10 @@ class SimRunner:
                 "logits_indices": logits_indices.clone()})
         else:
             logits_indices = query_start_loc[1:].long() - 1
+        if self.version >= (0, 12, 0):
+            # GPUModelRunner._preprocess (0.33): placeholders are clamped before the
+            # target embeds the ids; the drafter reads the same clamped buffer.
+            input_ids = input_ids.clamp(min=0)
         predictions = [target_next(int(input_ids[i]), int(positions_t[i]))
                        for i in logits_indices.tolist()]
         sampled = _rejection_rows(predictions, num_drafts, metadata)
