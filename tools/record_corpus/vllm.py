@@ -1001,8 +1001,9 @@ SCENARIOS = [
              "prefix cache.", 2, _pd_first_decode,
              options=dict(max_num_batched_tokens=32, kv_consumer=True)),
     Scenario("pd-first-decode-async", "The P/D decode-side scenario under async scheduling: "
-             "the request is admitted one step after finished_recving, and its first decode "
-             "with drafts reads -1 placeholders the runner fills from its first step's "
+             "a request is admitted one step later than in sync mode (the scheduler reads "
+             "finished_recving after it has scheduled the next step), and its first decode "
+             "with drafts carries -1 placeholders the runner fills from its first step's "
              "proposal.", 2, _pd_first_decode, async_scheduling=True, versions=ASYNC_SPEC,
              options=dict(max_num_batched_tokens=32, kv_consumer=True)),
 ]
