@@ -180,7 +180,7 @@ def register_remote_prefill_connector() -> None:
         KVConnectorMetadata,
     )
 
-    if REMOTE_PREFILL in KVConnectorFactory._registry:
+    if "RemotePrefillConnector" in globals():  # registered by an earlier scenario
         return
     takes_cache_config = "kv_cache_config" in inspect.signature(
         KVConnectorBase_V1.__init__).parameters
@@ -192,6 +192,8 @@ def register_remote_prefill_connector() -> None:
             self.req_ids = req_ids
 
     class RemotePrefillConnector(KVConnectorBase_V1):  # type: ignore[misc]
+        """A P/D consumer that loads the prompt KV of ``do_remote_prefill`` requests."""
+
         def __init__(self, vllm_config: Any, role: Any, kv_cache_config: Any = None) -> None:
             if takes_cache_config:
                 super().__init__(vllm_config, role, kv_cache_config)
@@ -239,7 +241,7 @@ def register_remote_prefill_connector() -> None:
     KVConnectorFactory.register_connector(REMOTE_PREFILL, __name__, "RemotePrefillConnector")
 
 
-def kv_consumer_config(vllm: Any, scheduler_config: Any) -> Any:
+def kv_consumer_config(scheduler_config: Any) -> Any:
     """A ``KVTransferConfig`` for the decode side, with ``RemotePrefillConnector``. Like
     ``VllmConfig.__post_init__`` for a connector without hybrid-KV-cache support, it turns
     the hybrid KV cache manager off."""
@@ -304,7 +306,7 @@ def make_scheduler(vllm: Any, *, mtp_k: int, method: str = "mtp", async_scheduli
         parallel_config=parallel_config, model_config=model_config,
         speculative_config=speculative_config)
     if kv_consumer:
-        parts["kv_transfer_config"] = kv_consumer_config(vllm, scheduler_config)
+        parts["kv_transfer_config"] = kv_consumer_config(scheduler_config)
     # Every other sub-config at VllmConfig's own default (the device config would probe
     # for an accelerator).
     for field in dataclasses.fields(VllmConfig):
