@@ -96,7 +96,7 @@ def test_corpus_covers_every_scenario_of_the_issue_for_each_version():
                  "mixed-batch", "mtp-k1", "mtp-k4", "discarded-chunk-next-token",
                  "pd-first-decode"}
     asynchronous = {"async-scheduling", "prefix-cache-hit-async", "async-budget-reentry",
-                    "pd-first-decode-async"}
+                    "pd-first-decode-async", "pd-async-empty-steps"}
     for version in ("0.11.0", "0.11.1", "0.33.0"):
         recorded = {p.stem for p in (CORPUS / version).glob("*.json")}
         wanted = scenarios if version == "0.11.0" else scenarios | asynchronous
@@ -330,3 +330,36 @@ def test_vllm_0_11_pd_first_decode_with_unproposed_draft_slots_is_sg108():
         "SG108 draft token ids are valid vocabulary ids [DraftTokens.draft_token_ids, "
         "scheduler → runner]: seq 1 at batch position 1: request 'remote': draft 0 of row 1 "
         "is -1 (expected 0 <= id < vocab_size=1000) {mtp_k=2, num_decode=2}")
+
+
+def test_vllm_async_request_back_after_an_empty_step_is_refilled_from_the_last_forward():
+    """A step that schedules nothing runs no forward and leaves vLLM's previous-step
+    buffers alone: a request back after it with -1 placeholders is refilled from the last
+    forward (no SG603), while one left out of a step that did run is still SG603."""
+    corpus = _corpus("0.11.1/pd-async-empty-steps")
+    schedules = _events(corpus, "schedule")
+    back = next(f for f in schedules if f["step"] > 0 and f["req_ids"]
+                and not schedules[f["step"] - 1]["req_ids"]
+                and any(-1 in d for d in f["scheduled_spec_decode_tokens"].values()))
+    last_forward = next(f for f in reversed(schedules[:back["step"]]) if f["req_ids"])
+    assert set(back["req_ids"]) <= set(last_forward["req_ids"])
+    assert _replay(corpus) == []
+    # the same batch after a forward without the request that has placeholders
+    refilled = next(r for r, d in back["scheduled_spec_decode_tokens"].items() if -1 in d)
+    others = [r for r in last_forward["req_ids"] if r != refilled]
+    without = {**schedules[back["step"] - 1], "req_ids": others,
+               "num_scheduled_tokens": {r: 1 for r in others},
+               "total_num_scheduled_tokens": len(others)}
+    view, step = _view(corpus), None
+    with contracts.checking(mode="strict", depth="full"):
+        for event in corpus.events:
+            if event.values()["step"] >= back["step"] - 1:
+                break
+            step = _feed(view, step, event.event, event.values())
+        view.schedule(scheduler_output(without), req_ids=others)  # a forward without it
+        with pytest.raises(contracts.ContractViolation) as caught:
+            view.schedule(scheduler_output(back), req_ids=back["req_ids"])
+    found = caught.value.violations[0]
+    assert (found.code, found.position) == ("SG603", back["req_ids"].index(refilled))
+    assert found.reason.startswith(f"request {refilled!r}: row is filled from the previous "
+                                   "step's drafts, but the seq was not in the previous forward")

@@ -60,9 +60,10 @@ rejection sampler's rows), ``drafter_input`` (the arguments of ``propose``),
 ``drafted`` (the proposals) and ``kv_connector_output`` (the loads a step reports in
 ``finished_recving``). The scenarios (``SCENARIOS``): mixed-batch, chunked-prefill,
 preempt-recompute, empty-schedule, async-scheduling, prefix-cache-hit(-async), mtp-k1,
-mtp-k4, dynamic-k, discarded-chunk-next-token, async-budget-reentry and
-pd-first-decode(-async). A scenario's ``expect`` lists the violation that replaying
-its traffic must report first, when the traffic carries a vLLM bug.
+mtp-k4, dynamic-k, discarded-chunk-next-token, async-budget-reentry,
+pd-first-decode(-async) and pd-async-empty-steps. A scenario's ``expect`` lists the
+violation that replaying its traffic must report first, when the traffic carries a vLLM
+bug.
 """
 
 from __future__ import annotations
@@ -949,6 +950,12 @@ def _pd_first_decode(e: Engine) -> None:
     e.run(8)
 
 
+def _pd_empty_steps(e: Engine) -> None:
+    for name, seed, n in (("a", 33, 7), ("b", 34, 8), ("c", 35, 4)):
+        e.add(name, prompt(seed, n), 5, remote_prefill=True)
+    e.run(9)
+
+
 #: Releases whose async scheduling supports speculative decoding (0.11.0's does not: its
 #: EngineArgs say so, and its AsyncScheduler never schedules drafts).
 ASYNC_SPEC = ("0.11.1", "0.33.0")
@@ -1007,6 +1014,14 @@ SCENARIOS = [
              "finished_recving after it has scheduled the next step), and its first decode "
              "with drafts carries -1 placeholders the runner fills from its first step's "
              "proposal.", 2, _pd_first_decode, async_scheduling=True, versions=ASYNC_SPEC,
+             options=dict(max_num_batched_tokens=32, kv_consumer=True)),
+    Scenario("pd-async-empty-steps", "Async P/D decode side, mtp_k=3: three remote-prefilled "
+             "requests. The steps that only wait for their KV schedule nothing and run no "
+             "forward (kv_connector_no_forward); after the first decodes, a step where every "
+             "request waits for its results schedules nothing either. The runner keeps its "
+             "previous-step buffers across such a step, so a request back after it has its "
+             "-1 placeholders filled from the last forward.", 3, _pd_empty_steps,
+             async_scheduling=True, versions=ASYNC_SPEC,
              options=dict(max_num_batched_tokens=32, kv_consumer=True)),
 ]
 
