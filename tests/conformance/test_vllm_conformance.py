@@ -269,7 +269,8 @@ def _at_step(corpus: Corpus, name: str, step: int) -> dict[str, Any]:
 def test_vllm_pd_first_decode_after_remote_kv_is_clean(name):
     """P/D decode side: a remote-prefilled request is scheduled only after a step reports
     its KV in finished_recving, then as a new request past all its prompt but the last
-    token (no local prefill: 0.11.x one token, 0.33 padded with [-1] * k slots); the MTP
+    token (no local prefill: 0.11.x one token, 0.33 padded with [-1] * k slots that its
+    rejection sampler reads as -1); the MTP
     head is fed from that one-token forward, its drafts come with the next step, and the
     traffic replays with no violation at full depth."""
     corpus = _corpus(name)
@@ -289,6 +290,10 @@ def test_vllm_pd_first_decode_after_remote_kv_is_clean(name):
         assert slots == ([-1] * k if version == "0.33.0" else [])
         assert first["num_scheduled_tokens"][req_id] == 1 + len(slots)
         row = first["req_ids"].index(req_id)
+        if slots:  # 0.33 gathers them before its clamp: its sampler reads -1 and rejects it
+            meta = _at_step(corpus, "spec_decode_metadata", first["step"])
+            at = sum(meta["num_draft_tokens"][:row])
+            assert meta["draft_token_ids"][at:at + k].tolist() == slots
         fed = _at_step(corpus, "drafter_input", first["step"])
         start, end = fed["query_start_loc"][row], fed["query_start_loc"][row + 1]
         assert fed["target_positions"][start:end].tolist() == \
