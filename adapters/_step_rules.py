@@ -202,7 +202,9 @@ def _refilled(step: StepTransition, values: Values) -> Finding | None:
     the embedding, or another seq's drafts are gathered. For vLLM this holds for async
     scheduling in 0.11.1 (0.11.0 has no async drafts); from 0.33.0 the runner clamps a
     ``-1`` slot it did not fill before the embedding and its sampler rejects it, so the
-    vLLM view does not ask this of 0.33 placeholders."""
+    vLLM view does not ask this of 0.33 placeholders. A vLLM step that schedules no
+    request runs no forward and keeps the runner's buffers: the previous forward is then
+    the last step that ran one."""
     needs = cast(np.ndarray, step.refilled).copy()
     drafts = cast(np.ndarray, step.draft_token_ids)
     if step.draft_placeholder is not None:

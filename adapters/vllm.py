@@ -142,6 +142,13 @@ class VllmView:
     scheduling too and needs no previous-step row (no SG108, no SG603); before 0.33.0 a
     ``-1`` slot the runner does not overwrite reaches the embedding (vLLM #37629). What
     the drafter embeds is checked in every version (SG301).
+
+    A ``SchedulerOutput`` that schedules no request is not a forward for the tracker:
+    ``GPUModelRunner.execute_model`` returns before the model runs and leaves
+    ``prev_req_id_to_index``, ``prev_sampled_token_ids`` and the async drafts as the last
+    forward left them. That happens under async scheduling when every request waits for
+    its results, and on a P/D decode instance while KV loads are in flight. A request
+    scheduled after such a step is refilled from the last forward (SG603 links it there).
     """
 
     def __init__(self, *, mtp_k: int, vocab_size: int, async_scheduling: bool = False,
@@ -184,11 +191,15 @@ class VllmView:
             _check_keys(scheduler_output, order, counts, drafts, ordered=req_ids is None)
             return VllmStep(order, np.arange(len(order)), read, width)
         entries = read()
-        step = VllmStep(order, self._stable_ids(order) if self.tracker is not None
+        # A SchedulerOutput without requests runs no forward: the runner returns early
+        # (kv_connector_no_forward under a KV connector) and keeps its previous-step
+        # buffers, so the next batch is linked to the last step that ran one, by the ids
+        # of that step.
+        step = VllmStep(order, self._stable_ids(order) if self.tracker is not None and order
                         else np.arange(len(order)), lambda: entries, width)
         if self.tracker is not None:
             self.tracker.schedule(self._plan(scheduler_output, step, drafts, entries.listed),
-                                  names=_TrackedNames(self._names))
+                                  names=_TrackedNames(self._names), forwarded=bool(order))
         return step
 
     def _entries(self, output: Any, order: tuple[str, ...], counts: Mapping[Any, Any],

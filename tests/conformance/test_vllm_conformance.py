@@ -89,12 +89,14 @@ def test_recorded_vllm_traffic_replays_as_expected(path):
 
 
 def test_corpus_covers_every_scenario_of_the_issue_for_each_version():
-    """Each version has its chunked, preemption, empty, prefix-hit, mixed, seed and k=1..4
-    recordings, and async ones where async scheduling supports drafts (0.11.1 on), so a
-    missing file fails here rather than shrinking the replay."""
+    """Each version has its chunked, preemption, empty, prefix-hit, mixed, seed, P/D first
+    decode and k=1..4 recordings, and async ones where async scheduling supports drafts
+    (0.11.1 on), so a missing file fails here rather than shrinking the replay."""
     scenarios = {"chunked-prefill", "preempt-recompute", "empty-schedule", "prefix-cache-hit",
-                 "mixed-batch", "mtp-k1", "mtp-k4", "discarded-chunk-next-token"}
-    asynchronous = {"async-scheduling", "prefix-cache-hit-async", "async-budget-reentry"}
+                 "mixed-batch", "mtp-k1", "mtp-k4", "discarded-chunk-next-token",
+                 "pd-first-decode"}
+    asynchronous = {"async-scheduling", "prefix-cache-hit-async", "async-budget-reentry",
+                    "pd-first-decode-async", "pd-async-empty-steps"}
     for version in ("0.11.0", "0.11.1", "0.33.0"):
         recorded = {p.stem for p in (CORPUS / version).glob("*.json")}
         wanted = scenarios if version == "0.11.0" else scenarios | asynchronous
@@ -246,3 +248,123 @@ def test_vllm_0_11_async_reentry_with_placeholders_is_sg603():
         "in the previous forward")
     assert _corpus("0.33.0/async-budget-reentry").valid
     assert _replay(_corpus("0.33.0/async-budget-reentry")) == []
+
+
+#: The P/D recordings, and the requests in them whose prompt KV came from a remote prefill.
+PD_RECORDINGS = ["0.11.0/pd-first-decode", "0.11.1/pd-first-decode",
+                 "0.11.1/pd-first-decode-async", "0.33.0/pd-first-decode",
+                 "0.33.0/pd-first-decode-async"]
+REMOTE = ("remote", "remote-hit")
+
+
+def _first_schedules(corpus: Corpus, req_id: str) -> list[dict[str, Any]]:
+    return [f for f in _events(corpus, "schedule") if req_id in f["num_scheduled_tokens"]]
+
+
+def _at_step(corpus: Corpus, name: str, step: int) -> dict[str, Any]:
+    return next(f for f in _events(corpus, name) if f["step"] == step)
+
+
+@pytest.mark.parametrize("name", PD_RECORDINGS)
+def test_vllm_pd_first_decode_after_remote_kv_is_clean(name):
+    """P/D decode side: a remote-prefilled request is scheduled only after a step reports
+    its KV in finished_recving, then as a new request past all its prompt but the last
+    token (no local prefill: 0.11.x one token, 0.33 padded with [-1] * k slots that its
+    rejection sampler reads as -1); the MTP
+    head is fed from that one-token forward, its drafts come with the next step, and the
+    traffic replays with no violation at full depth."""
+    corpus = _corpus(name)
+    k, version = corpus.config["mtp_k"], corpus.engine_version
+    received = {r: f["step"] for f in _events(corpus, "kv_connector_output")
+                for r in f["finished_recving"]}
+    assert set(received) == set(REMOTE)
+    for req_id in REMOTE:
+        first, second = _first_schedules(corpus, req_id)[:2]
+        # the scheduler reads finished_recving in update_from_output of the reporting step,
+        # which async scheduling runs after it has scheduled the next step
+        lag = 2 if corpus.config["async_scheduling"] else 1
+        assert first["step"] == received[req_id] + lag
+        computed = {n["req_id"]: n["num_computed_tokens"] for n in first["scheduled_new_reqs"]}
+        assert computed[req_id] > 0
+        slots = first["scheduled_spec_decode_tokens"].get(req_id, [])
+        assert slots == ([-1] * k if version == "0.33.0" else [])
+        assert first["num_scheduled_tokens"][req_id] == 1 + len(slots)
+        row = first["req_ids"].index(req_id)
+        if slots:  # 0.33 gathers them before its clamp: its sampler reads -1 and rejects it
+            meta = _at_step(corpus, "spec_decode_metadata", first["step"])
+            at = sum(meta["num_draft_tokens"][:row])
+            assert meta["draft_token_ids"][at:at + k].tolist() == slots
+        fed = _at_step(corpus, "drafter_input", first["step"])
+        start, end = fed["query_start_loc"][row], fed["query_start_loc"][row + 1]
+        assert fed["target_positions"][start:end].tolist() == \
+            list(range(computed[req_id], computed[req_id] + 1 + len(slots)))
+        last = fed["last_token_indices"]
+        sample_at = end - 1 if last is None else last[row]
+        assert fed["target_positions"][sample_at] == computed[req_id]
+        first_token = _at_step(corpus, "verified", first["step"])["sampled_token_ids"][row]
+        # one token out: the first token, which the MTP head takes as its next token
+        assert first_token.tolist() == \
+            [fed["next_token_ids"][row]] + [-1] * (len(first_token) - 1)
+        assert second["step"] == first["step"] + 1
+        drafts = second["scheduled_spec_decode_tokens"][req_id]
+        if corpus.config["async_scheduling"]:
+            assert drafts == [-1] * k  # the runner fills them from the first step's proposal
+        else:
+            proposed = _at_step(corpus, "drafted", first["step"])["draft_token_ids"][row]
+            assert drafts == proposed.tolist()[:len(drafts)] and drafts
+    assert _replay(corpus) == []
+
+
+def test_vllm_0_11_pd_first_decode_with_unproposed_draft_slots_is_sg108():
+    """A 0.11 first decode after a remote KV load that carried [-1] * k draft slots nobody
+    proposed would embed the -1s (0.11 has no clamp): SG108 names the request; the same
+    schedule is legal as 0.33 traffic, whose runner clamps the slots."""
+    corpus = _corpus("0.11.1/pd-first-decode")
+    fields = _first_schedules(corpus, "remote")[0]
+    padded = scheduler_output(fields)
+    padded.scheduled_spec_decode_tokens = {**padded.scheduled_spec_decode_tokens,
+                                           "remote": [-1, -1]}
+    padded.num_scheduled_tokens = {**padded.num_scheduled_tokens, "remote": 3}
+    padded.total_num_scheduled_tokens += 2
+    with contracts.checking(mode="strict", depth="full"):
+        as_0_33 = _view(corpus, tracker=None, version="0.33.0")
+        as_0_33.schedule(padded, req_ids=fields["req_ids"])
+        with pytest.raises(contracts.ContractViolation) as caught:
+            _view(corpus, tracker=None).schedule(padded, req_ids=fields["req_ids"])
+    assert caught.value.violations[0].format() == (
+        "SG108 draft token ids are valid vocabulary ids [DraftTokens.draft_token_ids, "
+        "scheduler → runner]: seq 1 at batch position 1: request 'remote': draft 0 of row 1 "
+        "is -1 (expected 0 <= id < vocab_size=1000) {mtp_k=2, num_decode=2}")
+
+
+def test_vllm_async_request_back_after_an_empty_step_is_refilled_from_the_last_forward():
+    """A step that schedules nothing runs no forward and leaves vLLM's previous-step
+    buffers alone: a request back after it with -1 placeholders is refilled from the last
+    forward (no SG603), while one left out of a step that did run is still SG603."""
+    corpus = _corpus("0.11.1/pd-async-empty-steps")
+    schedules = _events(corpus, "schedule")
+    back = next(f for f in schedules if f["step"] > 0 and f["req_ids"]
+                and not schedules[f["step"] - 1]["req_ids"]
+                and any(-1 in d for d in f["scheduled_spec_decode_tokens"].values()))
+    last_forward = next(f for f in reversed(schedules[:back["step"]]) if f["req_ids"])
+    assert set(back["req_ids"]) <= set(last_forward["req_ids"])
+    assert _replay(corpus) == []
+    # the same batch after a forward without the request that has placeholders
+    refilled = next(r for r, d in back["scheduled_spec_decode_tokens"].items() if -1 in d)
+    others = [r for r in last_forward["req_ids"] if r != refilled]
+    without = {**schedules[back["step"] - 1], "req_ids": others,
+               "num_scheduled_tokens": {r: 1 for r in others},
+               "total_num_scheduled_tokens": len(others)}
+    view, step = _view(corpus), None
+    with contracts.checking(mode="strict", depth="full"):
+        for event in corpus.events:
+            if event.values()["step"] >= back["step"] - 1:
+                break
+            step = _feed(view, step, event.event, event.values())
+        view.schedule(scheduler_output(without), req_ids=others)  # a forward without it
+        with pytest.raises(contracts.ContractViolation) as caught:
+            view.schedule(scheduler_output(back), req_ids=back["req_ids"])
+    found = caught.value.violations[0]
+    assert (found.code, found.position) == ("SG603", back["req_ids"].index(refilled))
+    assert found.reason.startswith(f"request {refilled!r}: row is filled from the previous "
+                                   "step's drafts, but the seq was not in the previous forward")

@@ -36,6 +36,18 @@ def test_every_atom_corpus_file_is_a_cell_with_its_expected_result():
             "0 violations | 0 violations |") in tables
 
 
+def test_vllm_pd_first_decode_is_a_cell_for_every_version():
+    """vLLM × version × pd-first-decode: recorded for each release, clean; its async runs
+    where async scheduling supports drafts (0.11.1 on)."""
+    tables = _tables()
+    vllm = tables[tables.index("## vLLM"):]
+    header = next(line for line in vllm.splitlines() if line.startswith("| scenario | `"))
+    assert re.findall(r"`([\d.]+)`", header) == ["0.11.0", "0.11.1", "0.33.0"]
+    assert "| `pd-first-decode` | 0 violations | 0 violations | 0 violations |" in vllm
+    for scenario in ("pd-first-decode-async", "pd-async-empty-steps"):
+        assert f"| `{scenario}` | not recorded | 0 violations | 0 violations |" in vllm
+
+
 def test_a_new_engine_folder_shows_up_without_a_change(tmp_path):
     """Any engine recorded in the corpus format gets its own section (vLLM's, say)."""
     folder = tmp_path / "vllm" / "0.11.0"

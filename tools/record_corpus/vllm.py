@@ -10,6 +10,9 @@ What is vLLM's own code, imported from the source tree you point at:
 
 * ``Scheduler``, ``AsyncScheduler``, ``SchedulerOutput``, ``Request``, the KV-cache
   manager and block hashing, ``update_from_output`` and ``update_draft_token_ids``;
+* for the P/D scenarios, the scheduler's KV-connector path (``KVConnectorFactory``,
+  ``WAITING_FOR_REMOTE_KVS``, ``_update_waiting_for_remote_kv``, ``KVConnectorOutput``)
+  around a connector built on vLLM's ``KVConnectorBase_V1``;
 * ``GPUModelRunner._calc_spec_decode_metadata`` (called on a stand-in runner): which
   logits are sampled and where the drafts are read;
 * ``CachedRequestState.get_token_id`` (the drafter's backup token),
@@ -22,7 +25,9 @@ What is simulated: the batch order (``InputBatch``: holes filled, then condensed
 token buffer (drafts written after a request's tokens, async placeholders overwritten from
 the previous step's drafts for requests in the previous batch, 0.33's clamp of ``-1``
 before embedding), a toy target model and draft model (``target_next``/``draft_next``),
-and the greedy rejection sampler's output layout (``-1`` padded, left-packed). The
+and the greedy rejection sampler's output layout (``-1`` padded, left-packed), and the
+decode side's KV connector (``RemotePrefillConnector`` below: NixlConnector's scheduler
+decisions for ``do_remote_prefill``, with each load received one step after it starts). The
 configuration is a stand-in ``VllmConfig`` around vLLM's own sub-configs, because
 ``ModelConfig`` wants a Hugging Face model.
 
@@ -51,9 +56,14 @@ llguidance xgrammar numba einops``. Then, from the repository root::
 Recorded with vLLM 0.11.0, 0.11.1 and 0.33.0. Each event is one hand-over, with vLLM's
 own field names: ``schedule`` (the ``SchedulerOutput`` and the runner's batch order),
 ``spec_decode_metadata`` (what ``_calc_spec_decode_metadata`` read), ``verified`` (the
-rejection sampler's rows), ``drafter_input`` (the arguments of ``propose``) and
-``drafted`` (the proposals). A scenario's ``expect`` lists the violation that replaying
-its traffic must report first, when the traffic carries a vLLM bug.
+rejection sampler's rows), ``drafter_input`` (the arguments of ``propose``),
+``drafted`` (the proposals) and ``kv_connector_output`` (the loads a step reports in
+``finished_recving``). The scenarios (``SCENARIOS``): mixed-batch, chunked-prefill,
+preempt-recompute, empty-schedule, async-scheduling, prefix-cache-hit(-async), mtp-k1,
+mtp-k4, dynamic-k, discarded-chunk-next-token, async-budget-reentry,
+pd-first-decode(-async) and pd-async-empty-steps. A scenario's ``expect`` lists the
+violation that replaying its traffic must report first, when the traffic carries a vLLM
+bug.
 """
 
 from __future__ import annotations
@@ -148,14 +158,111 @@ def bare(cls: type, **attrs: Any) -> Any:
     return obj
 
 
+# -- the decode side of prefill/decode disaggregation -----------------------------------
+
+REMOTE_PREFILL = "SpecguardRemotePrefill"
+"""The name the recording's KV connector is registered under in vLLM's factory."""
+
+
+def register_remote_prefill_connector() -> None:
+    """Define ``RemotePrefillConnector`` on vLLM's own ``KVConnectorBase_V1`` and register
+    it with vLLM's ``KVConnectorFactory`` (the script's module is its module path).
+
+    It plays the scheduler side of a P/D consumer as NixlConnector does: a request whose
+    ``kv_transfer_params`` say ``do_remote_prefill`` has its whole prompt computed remotely
+    (``get_num_new_matched_tokens`` returns ``(prompt - local hit, True)``, so the request
+    waits in ``WAITING_FOR_REMOTE_KVS`` while the KV loads), and the loads it asks for ride
+    on ``SchedulerOutput.kv_connector_metadata`` to the worker (``SimRunner``), which reports
+    each one in ``finished_recving`` of a later step's ``kv_connector_output``.
+    """
+    from vllm.distributed.kv_transfer.kv_connector.factory import KVConnectorFactory
+    from vllm.distributed.kv_transfer.kv_connector.v1.base import (
+        KVConnectorBase_V1,
+        KVConnectorMetadata,
+    )
+
+    if "RemotePrefillConnector" in globals():  # registered by an earlier scenario
+        return
+    takes_cache_config = "kv_cache_config" in inspect.signature(
+        KVConnectorBase_V1.__init__).parameters
+
+    class RemoteLoads(KVConnectorMetadata):  # type: ignore[misc]
+        """The scheduler → worker message: the requests whose KV to load now."""
+
+        def __init__(self, req_ids: list[str]) -> None:
+            self.req_ids = req_ids
+
+    class RemotePrefillConnector(KVConnectorBase_V1):  # type: ignore[misc]
+        """A P/D consumer that loads the prompt KV of ``do_remote_prefill`` requests."""
+
+        def __init__(self, vllm_config: Any, role: Any, kv_cache_config: Any = None) -> None:
+            if takes_cache_config:
+                super().__init__(vllm_config, role, kv_cache_config)
+            else:
+                super().__init__(vllm_config, role)
+            self._to_load: list[str] = []
+
+        # scheduler side
+        def get_num_new_matched_tokens(self, request: Any, num_computed_tokens: int,
+                                       ) -> tuple[int, bool]:
+            params = request.kv_transfer_params or {}
+            remote = len(request.prompt_token_ids) - num_computed_tokens
+            if params.get("do_remote_prefill") and remote > 0:
+                return remote, True
+            return 0, False
+
+        def update_state_after_alloc(self, request: Any, blocks: Any,
+                                     num_external_tokens: int) -> None:
+            params = request.kv_transfer_params or {}
+            if params.get("do_remote_prefill") and num_external_tokens > 0:
+                self._to_load.append(request.request_id)
+            # the prompt is remote once: a later admission (preemption) recomputes locally
+            params["do_remote_prefill"] = False
+
+        def build_connector_meta(self, scheduler_output: Any) -> Any:
+            loads, self._to_load = self._to_load, []
+            return RemoteLoads(loads)
+
+        # worker side: the recording's runner plays it
+        def start_load_kv(self, forward_context: Any, **kwargs: Any) -> None:
+            pass
+
+        def wait_for_layer_load(self, layer_name: str) -> None:
+            pass
+
+        def save_kv_layer(self, layer_name: str, kv_layer: Any, attn_metadata: Any,
+                          **kwargs: Any) -> None:
+            pass
+
+        def wait_for_save(self) -> None:
+            pass
+
+    RemotePrefillConnector.__qualname__ = RemotePrefillConnector.__name__
+    globals()["RemotePrefillConnector"] = RemotePrefillConnector
+    KVConnectorFactory.register_connector(REMOTE_PREFILL, __name__, "RemotePrefillConnector")
+
+
+def kv_consumer_config(scheduler_config: Any) -> Any:
+    """A ``KVTransferConfig`` for the decode side, with ``RemotePrefillConnector``. Like
+    ``VllmConfig.__post_init__`` for a connector without hybrid-KV-cache support, it turns
+    the hybrid KV cache manager off."""
+    from vllm.config import KVTransferConfig
+
+    register_remote_prefill_connector()
+    scheduler_config.disable_hybrid_kv_cache_manager = True
+    return KVTransferConfig(kv_connector=REMOTE_PREFILL, kv_role="kv_consumer")
+
+
 def make_scheduler(vllm: Any, *, mtp_k: int, method: str = "mtp", async_scheduling: bool,
                    max_num_batched_tokens: int, max_num_seqs: int = 8,
                    max_model_len: int = 512, block_size: int = 4, num_blocks: int = 64,
                    enable_prefix_caching: bool = True,
-                   dynamic_k: list[tuple[int, int, int]] | None = None) -> Any:
+                   dynamic_k: list[tuple[int, int, int]] | None = None,
+                   kv_consumer: bool = False) -> Any:
     """vLLM's Scheduler (or AsyncScheduler) for an MTP drafter of ``mtp_k`` tokens, with a
     KV cache of ``num_blocks`` blocks of ``block_size`` tokens; ``dynamic_k`` is 0.33's
-    ``num_speculative_tokens_per_batch_size``."""
+    ``num_speculative_tokens_per_batch_size``; ``kv_consumer`` makes it the decode side of
+    P/D disaggregation (``RemotePrefillConnector``)."""
     from vllm.config import (
         CacheConfig,
         ParallelConfig,
@@ -199,6 +306,8 @@ def make_scheduler(vllm: Any, *, mtp_k: int, method: str = "mtp", async_scheduli
         scheduler_config=scheduler_config, cache_config=cache_config,
         parallel_config=parallel_config, model_config=model_config,
         speculative_config=speculative_config)
+    if kv_consumer:
+        parts["kv_transfer_config"] = kv_consumer_config(scheduler_config)
     # Every other sub-config at VllmConfig's own default (the device config would probe
     # for an accelerator).
     for field in dataclasses.fields(VllmConfig):
@@ -298,6 +407,7 @@ class SimRunner:
         self.prev_req_ids: list[str] = []
         self.prev_drafts: torch.Tensor | None = None
         self.prev_discarded: set[str] = set()
+        self.kv_loading: list[str] = []
         from vllm.v1.worker.gpu_input_batch import CachedRequestState
         from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 
@@ -367,8 +477,10 @@ class SimRunner:
 
         order = self.update_states(so)
         self.record("schedule", _schedule_fields(so, order))
+        received = self._kv_loads(so)
         if so.total_num_scheduled_tokens == 0:
-            return _runner_output(self.vllm, self.version, [], []), None
+            # GPUModelRunner.kv_connector_no_forward: no forward, the connector's output
+            return self._with_kv(_runner_output(self.vllm, self.version, [], []), received), None
         spec = so.scheduled_spec_decode_tokens
         counts = np.array([so.num_scheduled_tokens[r] for r in order], dtype=np.int32)
         tokens: list[int] = []
@@ -394,13 +506,11 @@ class SimRunner:
         cu = np.cumsum(counts)
         query_start_loc = torch.zeros(len(order) + 1, dtype=torch.int32)
         query_start_loc[1:] = torch.from_numpy(cu.astype(np.int32))
-        if self.version >= (0, 12, 0):
-            # GPUModelRunner._preprocess (0.33): placeholders are clamped before the
-            # target embeds the ids; the drafter reads the same clamped buffer.
-            input_ids = input_ids.clamp(min=0)
         num_drafts = np.array([len(spec.get(r, ())) for r in order], dtype=np.int32)
         metadata = None
         if spec:
+            # _prepare_inputs gathers the drafts before _preprocess clamps the buffer: a
+            # placeholder nobody filled reaches the rejection sampler as -1 (rejected)
             metadata = self._spec_metadata(num_drafts, cu.astype(np.int32), input_ids)
             logits_indices = metadata.logits_indices
             self.record("spec_decode_metadata", {
@@ -409,6 +519,10 @@ class SimRunner:
                 "logits_indices": logits_indices.clone()})
         else:
             logits_indices = query_start_loc[1:].long() - 1
+        if self.version >= (0, 12, 0):
+            # GPUModelRunner._preprocess (0.33): placeholders are clamped before the
+            # target embeds the ids; the drafter reads the same clamped buffer.
+            input_ids = input_ids.clamp(min=0)
         predictions = [target_next(int(input_ids[i]), int(positions_t[i]))
                        for i in logits_indices.tolist()]
         sampled = _rejection_rows(predictions, num_drafts, metadata)
@@ -434,11 +548,29 @@ class SimRunner:
         self.prev_req_ids = list(order)
         self.prev_discarded = {r for r, d in zip(order, discard, strict=True) if d}
         self.prev_drafts = drafts_out
-        output = _runner_output(self.vllm, self.version, order, valid_rows)
+        output = self._with_kv(_runner_output(self.vllm, self.version, order, valid_rows),
+                               received)
         draft_ids = None
         if drafts_out is not None:
             draft_ids = DraftTokenIds(list(order), drafts_out.tolist())
         return output, draft_ids
+
+    def _kv_loads(self, so: Any) -> set[str]:
+        """The worker side of ``RemotePrefillConnector``: a load that a step's
+        ``kv_connector_metadata`` asked for is received by the next step."""
+        received = set(self.kv_loading)
+        self.kv_loading = list(getattr(so.kv_connector_metadata, "req_ids", ())) \
+            if hasattr(so, "kv_connector_metadata") else []
+        return received
+
+    def _with_kv(self, output: Any, received: set[str]) -> Any:
+        """The step's ModelRunnerOutput with the loads it reports in ``finished_recving``."""
+        if received:
+            from vllm.v1.outputs import KVConnectorOutput
+
+            output.kv_connector_output = KVConnectorOutput(finished_recving=set(received))
+            self.record("kv_connector_output", {"finished_recving": sorted(received)})
+        return output
 
     def _spec_metadata(self, num_drafts: np.ndarray, cu: np.ndarray,
                        input_ids: torch.Tensor) -> Any:
@@ -631,11 +763,15 @@ class Engine:
     def _record(self, event: str, fields: dict[str, Any]) -> None:
         self.events.append((event, {"step": self.step_index, **fields}))
 
-    def add(self, req_id: str, prompt: list[int], max_tokens: int) -> None:
+    def add(self, req_id: str, prompt: list[int], max_tokens: int, *,
+            remote_prefill: bool = False) -> None:
+        """Queue a request; ``remote_prefill``: its prompt was prefilled on a remote
+        instance (NixlConnector's ``do_remote_prefill`` in its ``kv_transfer_params``)."""
         from vllm.sampling_params import SamplingParams
         from vllm.v1.request import Request
 
-        params = SamplingParams(max_tokens=max_tokens, ignore_eos=True)
+        extra = {"kv_transfer_params": {"do_remote_prefill": True}} if remote_prefill else None
+        params = SamplingParams(max_tokens=max_tokens, ignore_eos=True, extra_args=extra)
         if hasattr(params, "update_from_generation_config"):
             params.update_from_generation_config({}, 999)
         kwargs: dict[str, Any] = dict(request_id=req_id, prompt_token_ids=list(prompt),
@@ -802,6 +938,24 @@ def _reentry_expect(e: Engine) -> list[dict[str, Any]]:
     return []
 
 
+def _pd_first_decode(e: Engine) -> None:
+    shared = prompt(22, 8)
+    e.add("local", shared + prompt(23, 2), 8)
+    e.add("remote", prompt(24, 9), 5, remote_prefill=True)
+    e.run(4)
+    # remote KV for a prompt whose first two blocks are in the local prefix cache, and a
+    # local prefill admitted beside it
+    e.add("remote-hit", shared + prompt(25, 3), 4, remote_prefill=True)
+    e.add("new", prompt(26, 5), 3)
+    e.run(8)
+
+
+def _pd_empty_steps(e: Engine) -> None:
+    for name, seed, n in (("a", 33, 7), ("b", 34, 8), ("c", 35, 4)):
+        e.add(name, prompt(seed, n), 5, remote_prefill=True)
+    e.run(9)
+
+
 #: Releases whose async scheduling supports speculative decoding (0.11.0's does not: its
 #: EngineArgs say so, and its AsyncScheduler never schedules drafts).
 ASYNC_SPEC = ("0.11.1", "0.33.0")
@@ -847,6 +1001,28 @@ SCENARIOS = [
              async_scheduling=True, versions=ASYNC_SPEC,
              options=dict(max_num_batched_tokens=6, max_num_seqs=4),
              expect=_reentry_expect),
+    Scenario("pd-first-decode", "Decode side of P/D disaggregation (a kv_consumer KV "
+             "connector): a request whose prompt was prefilled remotely waits for its KV "
+             "until a later step's finished_recving, then enters as a new request with "
+             "num_computed_tokens = prompt - 1 and no local prefill: one token and no drafts "
+             "in 0.11.x, [-1] * k draft slots in 0.33. It decodes with drafts from the next "
+             "step on, beside local requests; a second one's prompt partly hits the local "
+             "prefix cache.", 2, _pd_first_decode,
+             options=dict(max_num_batched_tokens=32, kv_consumer=True)),
+    Scenario("pd-first-decode-async", "The P/D decode-side scenario under async scheduling: "
+             "a request is admitted one step later than in sync mode (the scheduler reads "
+             "finished_recving after it has scheduled the next step), and its first decode "
+             "with drafts carries -1 placeholders the runner fills from its first step's "
+             "proposal.", 2, _pd_first_decode, async_scheduling=True, versions=ASYNC_SPEC,
+             options=dict(max_num_batched_tokens=32, kv_consumer=True)),
+    Scenario("pd-async-empty-steps", "Async P/D decode side, mtp_k=3: three remote-prefilled "
+             "requests. The steps that only wait for their KV schedule nothing and run no "
+             "forward (kv_connector_no_forward); after the first decodes, a step where every "
+             "request waits for its results schedules nothing either. The runner keeps its "
+             "previous-step buffers across such a step, so a request back after it has its "
+             "-1 placeholders filled from the last forward.", 3, _pd_empty_steps,
+             async_scheduling=True, versions=ASYNC_SPEC,
+             options=dict(max_num_batched_tokens=32, kv_consumer=True)),
 ]
 
 
