@@ -28,8 +28,8 @@ with a :class:`~specguard.adapters.step_tracker.StepTracker`, and honours
 Model Runner V2 (``vllm.v1.worker.gpu.model_runner``, vLLM 0.33.0) is wrapped at its own
 hand-overs instead: ``prepare_inputs`` (the ``SchedulerOutput`` and the ``InputBatch``),
 ``sample`` and ``speculator.propose`` (see :mod:`specguard.adapters._vllm_v2_install`);
-install it after the worker loaded the model, and call ``install`` on the runner itself
-(``specguard.adapters.vllm_plugin`` patches the V1 runner only).
+``specguard.adapters.vllm_plugin`` installs it on each MRV2 runner vLLM builds (its
+speculator exists from ``__init__`` on), or call ``install`` on the runner yourself.
 
 It knows vLLM 0.11.0, 0.11.1 and 0.33.0 (the releases of the conformance corpus), and the
 V1 drafters whose ``propose`` takes EAGLE's arguments. For

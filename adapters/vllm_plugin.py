@@ -7,10 +7,11 @@ it in every process at start-up. Then::
 
 installs :func:`specguard.adapters.vllm_install.install` on each ``GPUModelRunner`` as it
 is built. With ``SPECGUARD_MODE`` unset or ``off`` the plugin does nothing at all. It
-imports nothing of vLLM's when it is called: it waits for vLLM to import
-``vllm.v1.worker.gpu_model_runner`` (only worker processes do), then wraps
-``GPUModelRunner.__init__`` so that each new runner gets its checks. A runner specguard
-does not know (another release, Model Runner V2, no speculative decoding) is refused by
+imports nothing of vLLM's when it is called: it waits for vLLM to import a runner module
+(only worker processes do): ``vllm.v1.worker.gpu_model_runner``, or Model Runner V2's
+``vllm.v1.worker.gpu.model_runner``, whichever the engine runs. It then wraps that
+module's ``GPUModelRunner.__init__`` so that each new runner gets its checks. A runner
+specguard does not know (another release, no speculative decoding) is refused by
 ``install``: under ``strict`` the worker stops with that error, under ``warn`` it is
 logged and the runner runs unchecked.
 """
@@ -27,9 +28,11 @@ from typing import Any
 
 from specguard.contracts import Mode, current_config
 
-__all__ = ["RUNNER_MODULE", "patch_runner_class", "register"]
+__all__ = ["RUNNER_MODULE", "RUNNER_MODULES", "patch_runner_class", "register"]
 
 RUNNER_MODULE = "vllm.v1.worker.gpu_model_runner"
+#: Every module whose ``GPUModelRunner`` is checked: vLLM V1's, and Model Runner V2's.
+RUNNER_MODULES = (RUNNER_MODULE, "vllm.v1.worker.gpu.model_runner")
 _PATCHED = "_specguard_patched_init"
 _log = logging.getLogger("specguard")
 
@@ -39,10 +42,10 @@ def register() -> None:
     ``SPECGUARD_MODE`` is off. Safe to call more than once (vLLM may)."""
     if current_config().mode is Mode.OFF:
         return
-    module = sys.modules.get(RUNNER_MODULE)
-    if module is not None:
-        patch_runner_class(module)
-        return
+    for name in RUNNER_MODULES:  # already imported: patched now
+        module = sys.modules.get(name)
+        if module is not None:
+            patch_runner_class(module)
     if not any(isinstance(finder, _RunnerFinder) for finder in sys.meta_path):
         sys.meta_path.insert(0, _RunnerFinder())
 
@@ -66,10 +69,13 @@ def patch_runner_class(module: ModuleType) -> bool:
 
 
 def _install(runner: Any) -> None:
+    from specguard.adapters._vllm_v2_install import is_model_runner_v2
     from specguard.adapters.vllm_install import UnsupportedVllm, install
 
     if getattr(runner, "speculative_config", None) is None:
         return  # no drafts, nothing of specguard's to check
+    if is_model_runner_v2(runner) and getattr(runner, "speculator", None) is None:
+        return  # Model Runner V2 before the last pipeline stage: it neither samples nor drafts
     try:
         install(runner)
     except UnsupportedVllm as error:
@@ -83,7 +89,7 @@ class _RunnerFinder(importlib.abc.MetaPathFinder):
 
     def find_spec(self, fullname: str, path: Sequence[str] | None,
                   target: ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
-        if fullname != RUNNER_MODULE:
+        if fullname not in RUNNER_MODULES:
             return None
         for finder in sys.meta_path:
             if finder is self or not hasattr(finder, "find_spec"):

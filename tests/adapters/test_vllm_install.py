@@ -220,23 +220,41 @@ def test_plugin_does_nothing_when_checks_are_off():
     assert sys.meta_path == before
 
 
-def test_plugin_patches_the_runner_module_when_vllm_imports_it(tmp_path, monkeypatch):
-    """With checks on, importing vllm.v1.worker.gpu_model_runner wraps GPUModelRunner so
-    that each new runner is installed; under warn an unknown runner is logged, not fatal."""
-    package = tmp_path / "vllm" / "v1" / "worker"
-    package.mkdir(parents=True)
-    for folder in (tmp_path / "vllm", tmp_path / "vllm" / "v1", package):
-        (folder / "__init__.py").write_text("")
-    (tmp_path / "vllm" / "__init__.py").write_text('__version__ = "0.11.1"\n')
-    (package / "gpu_model_runner.py").write_text(textwrap.dedent(f"""
-        from types import SimpleNamespace
-        import sys
-        sys.path.insert(0, {str(Path(__file__).parent)!r})
-        from test_vllm_install import _Runner
+_V1_RUNNER = """
+    import sys
+    sys.path.insert(0, {tests!r})
+    from test_vllm_install import _Runner
 
-        class GPUModelRunner(_Runner):
-            pass
-    """))
+    class GPUModelRunner(_Runner):
+        pass
+"""
+_MRV2_RUNNER = """
+    import sys
+    sys.path.insert(0, {tests!r})
+    from test_vllm_mrv2_install import GPUModelRunner as _Mrv2Runner
+
+    class GPUModelRunner(_Mrv2Runner):
+        speculative_config = object()
+"""
+
+
+@pytest.mark.parametrize(("module_name", "source", "release"), [
+    ("vllm.v1.worker.gpu_model_runner", _V1_RUNNER, "0.11.1"),
+    ("vllm.v1.worker.gpu.model_runner", _MRV2_RUNNER, "0.33.0"),
+], ids=["v1", "model-runner-v2"])
+def test_plugin_patches_the_runner_module_when_vllm_imports_it(
+        tmp_path, monkeypatch, module_name, source, release):
+    """With checks on, importing vLLM's runner module (V1's, or Model Runner V2's) wraps
+    its GPUModelRunner so that each new runner is installed, for the release vLLM reads as."""
+    parts = module_name.split(".")
+    folder = tmp_path
+    for part in parts[:-1]:
+        folder = folder / part
+        folder.mkdir(exist_ok=True)
+        (folder / "__init__.py").write_text("")
+    (tmp_path / "vllm" / "__init__.py").write_text(f'__version__ = "{release}"\n')
+    (folder / f"{parts[-1]}.py").write_text(textwrap.dedent(
+        source.format(tests=str(Path(__file__).parent))))
     monkeypatch.syspath_prepend(str(tmp_path))
     saved = {name: module for name, module in sys.modules.items()
              if name == "vllm" or name.startswith("vllm.")}
@@ -247,11 +265,10 @@ def test_plugin_patches_the_runner_module_when_vllm_imports_it(tmp_path, monkeyp
         vllm_plugin.register()
         vllm_plugin.register()  # vLLM may call it again: still one hook
         assert len(sys.meta_path) == len(finders) + 1
-        module: ModuleType = __import__("vllm.v1.worker.gpu_model_runner",
-                                        fromlist=["GPUModelRunner"])
+        module: ModuleType = __import__(module_name, fromlist=["GPUModelRunner"])
         runner = module.GPUModelRunner(mtp_k=2)
         assert installation_of(runner) is not None
-        assert installation_of(runner).version == "0.11.1"
+        assert installation_of(runner).version == release
     finally:
         sys.meta_path[:] = finders
         for name in [n for n in sys.modules if n == "vllm" or n.startswith("vllm.")]:
@@ -266,3 +283,18 @@ def test_importing_specguard_imports_neither_vllm_nor_the_runner():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_plugin_leaves_a_model_runner_v2_stage_without_a_speculator_alone():
+    """Under strict, an MRV2 runner of an earlier pipeline stage (no speculator: it neither
+    samples nor drafts) is not refused, and nothing is installed on it."""
+    from test_vllm_mrv2_install import GPUModelRunner as Mrv2Runner
+
+    runner = Mrv2Runner(mtp_k=2)
+    runner.speculative_config = object()
+    runner.speculator = None
+    with contracts.checking(mode="strict"):
+        vllm_plugin._install(runner)
+    assert installation_of(runner) is None
+    with contracts.checking(mode="strict"), pytest.raises(UnsupportedVllm, match="speculator"):
+        install_vllm(runner, version="0.33.0")
