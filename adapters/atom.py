@@ -35,6 +35,7 @@ gives its verdict without copying the tables.
 
 from __future__ import annotations
 
+from array import array
 from itertools import compress, repeat
 from operator import itemgetter
 from typing import Any
@@ -235,6 +236,16 @@ def _int_vector(values: list[Any] | tuple[Any, ...]) -> Any:
     """
     if not values:
         return np.zeros(0, dtype=np.int64)
+    try:  # integers (anything with __index__) straight into int64, in C
+        ids = np.frombuffer(array("q", values), dtype=np.int64)
+    except (TypeError, OverflowError):
+        pass  # a float, a string, an int past int64: numpy says what it is, below
+    else:
+        # A bool is an int to array() but its own dtype to numpy: only entries equal to
+        # 0 or 1 can be one, and only those are looked at.
+        small = np.flatnonzero((ids == 0) | (ids == 1)).tolist()
+        if not any(type(values[i]) is bool for i in small):
+            return ids
     try:
         ids = np.asarray(values)
     except (TypeError, ValueError, OverflowError):
