@@ -52,7 +52,13 @@ class Timings:
 
 
 def calibrate(timer: timeit.Timer, target_s: float) -> int:
-    """How many calls make one repeat last about ``target_s`` seconds."""
+    """How many calls make one repeat last about ``target_s`` seconds.
+
+    One call runs first, untimed: a first call's one-off costs (compiling a class's
+    checks, cold caches, a first allocation) would otherwise make a slow statement look
+    slower still and leave it with one or two calls a repeat.
+    """
+    timer.timeit(1)
     number = 1
     while True:
         elapsed = timer.timeit(number)
