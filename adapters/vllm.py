@@ -181,7 +181,7 @@ class VllmView:
         """
         counts = _mapping(scheduler_output, "num_scheduled_tokens")
         drafts = _mapping(scheduler_output, "scheduled_spec_decode_tokens")
-        order = tuple(req_ids) if req_ids is not None else tuple(counts)
+        order = _batch_order(req_ids, counts)
         width = _draft_width(scheduler_output, self.mtp_k)
 
         def read() -> StepEntries:
@@ -443,6 +443,29 @@ def _mapping(output: Any, name: str) -> Mapping[Any, Any]:
         f"{name} must be a dict keyed by request id, got {type(value).__name__}", name))],
         boundary=Boundary.SCHEDULE.value)
     return {}
+
+
+def _batch_order(req_ids: Any, counts: Mapping[Any, Any]) -> tuple[Any, ...]:
+    """The runner's batch order as a tuple of request ids, or the order of
+    ``num_scheduled_tokens`` when none is given (or, reported as SG001, when what is
+    given is not a sequence of request ids)."""
+    if req_ids is None:
+        return tuple(counts)
+    reason = None
+    if isinstance(req_ids, str | bytes) or not isinstance(req_ids, Sequence):
+        reason = f"req_ids must be a sequence of request ids, got {type(req_ids).__name__}"
+    else:
+        order = tuple(req_ids)
+        try:
+            set(order)
+        except TypeError as error:
+            reason = f"req_ids holds an entry that cannot be a request id: {error}"
+        else:
+            return order
+    report(_SUBJECT, [("SG001", Finding(reason, "req_ids",
+                                        expected="a sequence of request ids (str)"))],
+           boundary=Boundary.SCHEDULE.value)
+    return tuple(counts)  # warn mode: carry on in the scheduler's own order
 
 
 def _check_keys(output: Any, order: tuple[str, ...], counts: Mapping[Any, Any],

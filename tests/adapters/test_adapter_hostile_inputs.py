@@ -72,6 +72,33 @@ def test_vllm_scheduler_output_with_hostile_fields(field, value, asynchronous):
     _contract_or_nothing(lambda: view.schedule(output))
 
 
+@given(field=st.sampled_from(VLLM_FIELDS), value=st.sampled_from(HOSTILE))
+def test_vllm_scheduler_output_with_hostile_fields_at_metadata_depth(field, value):
+    """At metadata depth (keys only, entries read on first use) a hostile field is
+    accepted or a violation, when scheduled and when its entries are read later."""
+    view = VllmView(mtp_k=K, vocab_size=VOCAB)
+    output = scheduler_output({"a": [5, 6, 7], "b": [1]}, {"p": 4})
+    setattr(output, field, value)
+    with contracts.checking(depth="metadata"):
+        try:
+            step = view.schedule(output)
+        except contracts.ContractViolation:
+            return
+    _contract_or_nothing(lambda: step.entries())
+
+
+@given(req_ids=st.sampled_from([*HOSTILE, [["a"]], [None, "a"], ("a", "a", "b", "p"),
+                                ["a", "b"], ["a", "b", "p", "q"]]),
+       depth=st.sampled_from(["metadata", "full"]), tracked=st.booleans())
+def test_vllm_runner_batch_orders_that_are_hostile(req_ids, depth, tracked):
+    """The runner's batch order of any type or content (unhashable, repeated, missing or
+    extra requests) is accepted or a violation, at every depth, with or without a tracker."""
+    view = VllmView(mtp_k=K, vocab_size=VOCAB, tracker=StepTracker() if tracked else None)
+    output = scheduler_output({"a": [5, 6, 7], "b": [1]}, {"p": 4})
+    with contracts.checking(depth=depth):
+        _contract_or_nothing(lambda: view.schedule(output, req_ids=req_ids).entries())
+
+
 @given(drafts=st.sampled_from(HOSTILE))
 def test_vllm_draft_lists_with_hostile_entries(drafts):
     """A request's drafts entry of any shape or type is accepted or a violation."""

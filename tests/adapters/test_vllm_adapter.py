@@ -48,6 +48,21 @@ def test_runner_batch_order_wins_over_dict_order():
     assert step.draft_tokens.draft_token_ids[:, 0].tolist() == [8, 5]
 
 
+@pytest.mark.parametrize(("req_ids", "reason"), [
+    ("ab", "req_ids must be a sequence of request ids, got str"),
+    (3, "req_ids must be a sequence of request ids, got int"),
+    ([["a"], "b"], "req_ids holds an entry that cannot be a request id: unhashable type: "
+                   "'list'"),
+])
+def test_a_runner_batch_order_that_is_not_request_ids_is_sg001(req_ids, reason):
+    """``req_ids`` that is not a sequence of hashable request ids is SG001, never a
+    TypeError from a dict lookup."""
+    with pytest.raises(contracts.ContractViolation, match=re.escape(
+            "SG001 field has the declared type [vLLM SchedulerOutput.req_ids, scheduler → "
+            f"runner]: {reason}")):
+        _view().schedule(scheduler_output({"a": [5], "b": [8]}), req_ids=req_ids)
+
+
 def test_drafts_that_are_not_the_tail_are_sg621_naming_the_request():
     """A request with 3 drafts scheduled 3 tokens breaks vLLM's tail convention: SG621."""
     output = scheduler_output({"a": [5, 6], "req-7": [1, 2, 3]})

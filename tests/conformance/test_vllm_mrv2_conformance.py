@@ -5,6 +5,7 @@ request and its batch position."""
 
 from __future__ import annotations
 
+import contextlib
 from functools import cache
 from pathlib import Path
 from types import SimpleNamespace
@@ -13,6 +14,8 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from hypothesis import given
+from hypothesis import strategies as st
 from vllm_traffic import scheduler_output
 
 from specguard import contracts
@@ -344,3 +347,60 @@ def test_mrv2_checks_off_validate_nothing_and_copy_nothing(monkeypatch):
             checked = view.mrv2_input_batch(SimpleNamespace(**batch))
         for sampled in _events(corpus, "sampled")[-1:]:
             view.mrv2_sampled(checked, SimpleNamespace(**sampled))
+
+
+_HOSTILE = [None, "text", 3.5, -7, 10**30, True, [], [[]], [["a"]], {"a": 1}, object(),
+            np.zeros((2, 2)), np.zeros(0), np.array(["a", "b"]), np.full(3, -1, np.int32),
+            np.full(3, 2**40, np.int64), np.full(3, np.nan), torch.zeros((3, 2))]
+
+
+def _first(scenario: str, name: str) -> dict[str, Any]:
+    return dict(_events(_corpus(scenario), name)[0])
+
+
+@given(field=st.sampled_from(sorted(_first("mixed-batch", "input_batch"))),
+       value=st.sampled_from(_HOSTILE), depth=st.sampled_from(["metadata", "full"]))
+def test_mrv2_hostile_input_batch_fields_are_accepted_or_violations(field, value, depth):
+    """Any field of a recorded InputBatch replaced by a hostile value is accepted or a
+    ContractViolation at every depth, never a foreign exception."""
+    fields = _first("mixed-batch", "input_batch") | {field: value}
+    view = VllmView(mtp_k=2, vocab_size=1000, version="0.33.0")
+    with contracts.checking(mode="strict", depth=depth, collect="all"):
+        try:
+            batch = view.mrv2_input_batch(SimpleNamespace(**fields), max_num_reqs=8)
+        except contracts.ContractViolation:
+            return
+        # The step's later hand-overs, recorded clean, against what the batch became.
+        sampled, drafted = _first("mixed-batch", "sampled"), _first("mixed-batch", "drafted")
+        for call in (lambda: view.mrv2_sampled(batch, SimpleNamespace(**sampled)),
+                     lambda: view.mrv2_drafted(
+                         batch, drafted["draft_tokens"],
+                         num_speculative_tokens=drafted["num_speculative_tokens"])):
+            with contextlib.suppress(contracts.ContractViolation):
+                call()
+
+
+@given(field=st.sampled_from(["sampled_token_ids", "num_sampled", "num_rejected"]),
+       value=st.sampled_from(_HOSTILE))
+def test_mrv2_hostile_sampler_outputs_are_accepted_or_violations(field, value):
+    """A SamplerOutput field replaced by a hostile value is accepted or a violation."""
+    corpus = _corpus("mixed-batch")
+    view = _view(corpus)
+    with contracts.checking(mode="strict", depth="full", collect="all"):
+        batch = view.mrv2_input_batch(SimpleNamespace(**_first("mixed-batch", "input_batch")),
+                                      max_num_reqs=corpus.config["max_num_reqs"])
+        with contextlib.suppress(contracts.ContractViolation):
+            view.mrv2_sampled(batch, SimpleNamespace(**(_first("mixed-batch", "sampled")
+                                                         | {field: value})))
+
+
+@given(value=st.sampled_from(_HOSTILE), width=st.sampled_from([None, -1, 0, 1, 2, 3, 2.5]))
+def test_mrv2_hostile_drafts_are_accepted_or_violations(value, width):
+    """The speculator's draft tensor and K_t of any kind are accepted or a violation."""
+    corpus = _corpus("mixed-batch")
+    view = _view(corpus)
+    with contracts.checking(mode="strict", depth="full", collect="all"):
+        batch = view.mrv2_input_batch(SimpleNamespace(**_first("mixed-batch", "input_batch")),
+                                      max_num_reqs=corpus.config["max_num_reqs"])
+        with contextlib.suppress(contracts.ContractViolation):
+            view.mrv2_drafted(batch, value, num_speculative_tokens=width)
