@@ -12,6 +12,7 @@ Three things happen around the constructor, and nowhere else:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
@@ -40,13 +41,18 @@ def build(
     *,
     state: BoundaryObject | None = None,
     names: Sequence[str] | None = None,
+    snapshot_fields: Callable[[], Mapping[str, Any]] | None = None,
 ) -> B:
     """Construct ``cls(**fields)``, validated under the current mode.
 
     ``names[i]`` is the engine's id of seq ``i`` (see :func:`name_violations`); ``state``
     is the previous step's state the object was derived from, kept in a snapshot.
+    ``snapshot_fields`` gives the fields a snapshot keeps instead of ``fields``, computed
+    only when one is written (an adapter that checked a stand-in of a field it did not
+    read at this depth hands the field itself to the snapshot's full re-check).
     """
-    return made(lambda: cls(**fields), snapshot=(cls.__name__, fields, state), names=names)
+    return made(lambda: cls(**fields), snapshot=(cls.__name__, fields, state), names=names,
+                snapshot_fields=snapshot_fields)
 
 
 def made(
@@ -54,6 +60,7 @@ def made(
     *,
     snapshot: tuple[str, Mapping[str, Any], Any] | None = None,
     names: Sequence[str] | None = None,
+    snapshot_fields: Callable[[], Mapping[str, Any]] | None = None,
 ) -> T:
     """Run ``factory`` (which builds boundary objects) the way :func:`build` does.
 
@@ -72,7 +79,7 @@ def made(
         named = name_violations(error, names)
         if mode is Mode.STRICT:
             if snapshot is not None:
-                _snapshot(*snapshot, named)
+                _snapshot(*snapshot, named, snapshot_fields)
             raise named from None
         for violation in named.violations:
             warn(violation)
@@ -100,6 +107,11 @@ def _named(violation: Violation, names: Sequence[str]) -> Violation:
 
 
 def _snapshot(
-    subject: str, fields: Mapping[str, Any], state: Any, error: ContractViolation
+    subject: str, fields: Mapping[str, Any], state: Any, error: ContractViolation,
+    snapshot_fields: Callable[[], Mapping[str, Any]] | None = None,
 ) -> None:
+    if snapshot_fields is not None:
+        # The violation being raised matters more than a better snapshot.
+        with contextlib.suppress(Exception):
+            fields = snapshot_fields()
     capture(subject, fields, error, state=state)

@@ -128,7 +128,8 @@ class AtomView:
         previous = self.tracker.close() if self.tracker is not None else None
         links = _links(self.tracker, seq_ids)
         fields = self._fields(batch, seq_ids, links, previous)
-        scheduled = build(ScheduledBatch, fields, state=previous)
+        scheduled = build(ScheduledBatch, fields, state=previous, snapshot_fields=lambda: {
+            **fields, "block_tables": padded_tables(getattr(batch, "block_tables", None))})
         build(AtomLayout, _layout(batch, self.mtp_k, seq_ids, links, previous,
                                   self.layout == "pre-1771"), state=previous)
         if self.tracker is not None:
@@ -360,13 +361,42 @@ def _block_tables(tables: Any, context: Any, block_size: int) -> Any:
     """ATOM's block tables as the contract reads them at the current depth.
 
     At ``metadata`` depth a list of tables is a count: its entries are values (ATOM's
-    Python lists carry no dtype to read without walking them), so it reaches the contract
-    as an empty ``(n_tables, 0)`` array and SG105 still names a filtered-out seq. At the
-    deeper depths every table is read (:func:`_block_summary`).
+    Python lists carry no dtype to read without walking them). It reaches the contract
+    as a read-only broadcast of ``-1`` ("not read"), one row per table and as wide as the
+    longest context needs, so SG105 still names a filtered-out seq and messages show the
+    tables' width; a snapshot of a violation holds the tables themselves
+    (:func:`padded_tables`). At the deeper depths every table is read
+    (:func:`_block_summary`).
     """
     if isinstance(tables, list | tuple) and current_config().depth is Depth.METADATA:
-        return np.zeros((len(tables), 0), dtype=np.int64)
+        return np.broadcast_to(np.int64(-1), (len(tables), _widest(context, block_size)))
     return _block_summary(tables, context, block_size)
+
+
+def _widest(context: Any, block_size: int) -> int:
+    """Blocks the longest context needs (at least 1), from the host context lengths."""
+    lens = host_array(context)
+    if lens is None or lens.ndim != 1 or not lens.shape[0] \
+            or not np.issubdtype(lens.dtype, np.integer):
+        return 1
+    return max(-(-int(lens.max()) // max(int(block_size), 1)), 1)
+
+
+def padded_tables(tables: Any) -> Any:
+    """ATOM's table lists as one ``-1``-padded int64 array, for a snapshot (written only
+    when a violation is raised, so one table at a time); anything that is not a list of
+    integer lists is kept as it is, for the snapshot's check to report."""
+    if not isinstance(tables, list | tuple) or \
+            not all(isinstance(t, list | tuple) and all(map(is_int, t)) for t in tables):
+        return tables
+    width = max(map(len, tables), default=0)
+    padded = np.full((len(tables), width), -1, dtype=np.int64)
+    try:
+        for row, table in enumerate(tables):
+            padded[row, : len(table)] = table
+    except OverflowError:
+        return tables
+    return padded
 
 
 def _block_summary(tables: Any, context: Any, block_size: int) -> Any:

@@ -82,15 +82,16 @@ class VllmStep:
     """One checked ``SchedulerOutput`` in batch order, for the later views of the step.
 
     The per-request entries (``num_scheduled``, ``num_draft_tokens``, ``draft_tokens``)
-    are vLLM's Python dicts read into arrays. At ``metadata`` depth, where no rule reads
-    them, :meth:`VllmView.schedule` checks only the dicts' types and keys, and the entries
-    are read (and checked at the depth then in force) on first use.
+    are vLLM's Python dicts read into arrays. Below ``full`` depth without a tracker,
+    where no rule reads them, :meth:`VllmView.schedule` checks only the dicts' types and
+    keys, and the entries are read (and checked at the depth then in force) on first use.
     """
 
     __slots__ = ("_entries", "_read", "draft_width", "req_ids", "tracker_ids")
 
     def __init__(self, req_ids: tuple[str, ...], tracker_ids: np.ndarray,
-                 read: Callable[[], StepEntries], draft_width: int = 0) -> None:
+                 read: Callable[[], StepEntries], draft_width: int = 0,
+                 entries: StepEntries | None = None) -> None:
         self.req_ids = req_ids
         """Request ids in batch order: contract seq id ``i`` is ``req_ids[i]``."""
         self.tracker_ids = tracker_ids
@@ -99,7 +100,7 @@ class VllmStep:
         """Drafts the drafter proposes per request this step: ``num_spec_tokens_to_schedule``
         (vLLM 0.33 dynamic K, ``K_t <= mtp_k``) or ``mtp_k``."""
         self._read = read
-        self._entries: StepEntries | None = None
+        self._entries = entries  # None until read
 
     def entries(self) -> StepEntries:
         """The per-request entries, read once."""
@@ -175,9 +176,11 @@ class VllmView:
         """Check a ``SchedulerOutput``; ``req_ids`` is the runner's batch order (default:
         the order of ``num_scheduled_tokens``).
 
-        At ``metadata`` depth without a tracker, the dicts' entries are values no rule
-        reads: only their types and keys are checked (every request of the batch has a
-        count, drafts belong to requests of the batch), in C-level set operations.
+        Below ``full`` depth without a tracker, the dicts' entries are values no rule
+        reads (SG621 and SG622 run at full depth, and what the MTP head embeds is
+        :meth:`drafter_input`'s): only their types and keys are checked (every request
+        of the batch has a count, drafts belong to requests of the batch), in C-level
+        set operations, and the step reads its entries on first use.
         """
         counts = _mapping(scheduler_output, "num_scheduled_tokens")
         drafts = _mapping(scheduler_output, "scheduled_spec_decode_tokens")
@@ -187,7 +190,7 @@ class VllmView:
         def read() -> StepEntries:
             return self._entries(scheduler_output, order, counts, drafts)
 
-        if self.tracker is None and current_config().depth is Depth.METADATA:
+        if self.tracker is None and current_config().depth is not Depth.FULL:
             _check_keys(scheduler_output, order, counts, drafts, ordered=req_ids is None)
             return VllmStep(order, np.arange(len(order)), read, width)
         entries = read()
@@ -196,7 +199,7 @@ class VllmView:
         # buffers, so the next batch is linked to the last step that ran one, by the ids
         # of that step.
         step = VllmStep(order, self._stable_ids(order) if self.tracker is not None and order
-                        else np.arange(len(order)), lambda: entries, width)
+                        else np.arange(len(order)), read, width, entries)
         if self.tracker is not None:
             self.tracker.schedule(self._plan(scheduler_output, step, drafts, entries.listed),
                                   names=_TrackedNames(self._names), forwarded=bool(order))

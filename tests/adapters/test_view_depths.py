@@ -26,11 +26,30 @@ def _atom_view() -> AtomView:
     return AtomView(mtp_k=K, vocab_size=VOCAB, block_size=BLOCK_SIZE)
 
 
-def test_atom_block_tables_are_a_count_at_metadata_depth():
-    """At metadata depth ATOM's table lists reach the contract as (n_tables, 0): not walked."""
+def test_atom_block_tables_are_not_walked_at_metadata_depth():
+    """At metadata depth ATOM's table lists reach the contract unread: a broadcast of -1,
+    one row per table, as wide as the longest context needs (40 tokens: 3 blocks)."""
     seqs = [sequence(i, 40, drafts=K) for i in range(4)]
     batch = _atom_view()(decode_batch(seqs, dense=True))
-    assert batch.block_tables.shape == (4, 0)
+    assert batch.block_tables.shape == (4, 3)
+    assert batch.block_tables.strides == (0, 0) and (batch.block_tables == -1).all()
+
+
+def test_a_snapshot_of_a_metadata_depth_violation_holds_the_tables_themselves(
+        tmp_path, monkeypatch):
+    """The snapshot of a violation raised at metadata depth keeps ATOM's real tables, so
+    its full re-check reports the batch's own violations, not the unread stand-in."""
+    from specguard.adapters.snapshots import load
+
+    monkeypatch.setenv("SPECGUARD_SNAPSHOT_DIR", str(tmp_path))
+    seqs = [sequence(i, 40, drafts=K) for i in range(4)]
+    atom = decode_batch(seqs, dense=True)
+    atom.scheduled_spec_decode_tokens = atom.scheduled_spec_decode_tokens[:3]  # SG101
+    with pytest.raises(contracts.ContractViolation, match="SG101"):
+        _atom_view()(atom)
+    [path] = tmp_path.glob("*.json")
+    tables = load(path).fields["block_tables"]
+    assert tables.tolist() == [s.block_table for s in seqs]
 
 
 def test_atom_block_tables_are_read_at_full_depth():
@@ -117,3 +136,21 @@ def test_vllm_verify_rows_are_not_read_below_full_depth():
     rows = np.array([[5, 6, 9, -1]])
     assert view.verified(step, rows).num_accepted.tolist() == [2]
     assert step._entries is None
+
+
+def test_vllm_entries_wait_for_first_use_at_the_default_depth_too():
+    """No essential rule reads the scheduler's dicts: at the default depth a step's
+    counts and drafts are read only when something asks for them, and then checked."""
+    with contracts.checking(depth="essential"):
+        step = VllmView(mtp_k=K, vocab_size=VOCAB).schedule(
+            scheduler_output({"a": [5, 6, 7], "b": [8]}, {"new": 40}))
+        assert step._entries is None
+        assert step.num_scheduled.tolist() == [4, 2, 40]
+
+
+def test_vllm_entries_are_read_at_once_at_full_depth():
+    """At full depth SG621 and SG622 read the counts: the step is read when scheduled."""
+    with contracts.checking(depth="full"):
+        step = VllmView(mtp_k=K, vocab_size=VOCAB).schedule(
+            scheduler_output({"a": [5, 6, 7], "b": [8]}, {"new": 40}))
+    assert step._entries is not None
