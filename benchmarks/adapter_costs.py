@@ -131,8 +131,9 @@ def read_floor(view: str, depth: str, size: int, *, tracked: bool = False) -> Ca
     that ``view`` reads at ``depth``: one C-level pass per container, no validation.
 
     ATOM hands over ``req_ids`` and ``block_tables`` as Python lists (its token and draft
-    arrays are numpy already); vLLM hands over dicts keyed by request id. At metadata
-    depth the views read sizes and keys only; deeper, every entry they check.
+    arrays are numpy already); vLLM hands over dicts keyed by request id. The views read
+    sizes and keys only where no rule reads the entries (ATOM's tables at metadata depth;
+    vLLM's dicts below full depth, without a tracker); elsewhere every entry they check.
     """
     if view == "ATOM":
         batch = atom_batch(size)
@@ -146,7 +147,7 @@ def read_floor(view: str, depth: str, size: int, *, tracked: bool = False) -> Ca
     output = scheduler_output(size)
     counts, drafts = output.num_scheduled_tokens, output.scheduled_spec_decode_tokens
     computed = output.scheduled_cached_reqs.num_computed_tokens
-    if depth == "metadata" and not tracked:
+    if depth != "full" and not tracked:
         return lambda: (tuple(counts), drafts.keys() <= counts.keys())
 
     def read() -> Any:
