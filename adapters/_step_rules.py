@@ -171,9 +171,11 @@ def _carried(step: StepTransition, values: Values) -> Finding | None:
     prefix happens to match, emitted as real output. Shifted rows are the silent form of
     the out-of-bounds lookup."""
     drafts, proposed, k = step.draft_token_ids, step.proposed, step.mtp_k
+    carried = step.has_proposal & ~step.refilled
+    if not carried.any():
+        return None  # no row carries drafts proposed in the previous step
     columns = np.arange(drafts.shape[1])
-    compared = (columns[None, :] < step.num_drafts[:, None]) & (
-        step.has_proposal & ~step.refilled)[:, None]
+    compared = (columns[None, :] < step.num_drafts[:, None]) & carried[:, None]
     if step.draft_placeholder is not None:
         compared &= drafts != step.draft_placeholder
     bad = compared & (drafts != proposed)
