@@ -1030,43 +1030,67 @@ SCENARIOS = [
 
 def record(vllm: Any, scenario: Scenario) -> Any:
     """Run one scenario; returns its corpus."""
-    from specguard.adapters.corpus import Corpus, Event, Expected, encode_tree
-
-    version = vllm.__version__.split("+")[0]
     engine = Engine(vllm, mtp_k=scenario.mtp_k, async_scheduling=scenario.async_scheduling,
                     **scenario.options)
+    return drive_and_collect(vllm, scenario, engine, "vllm", {"runner": "GPUModelRunner"})
+
+
+def drive_and_collect(vllm: Any, scenario: Any, engine: Any, engine_name: str,
+                      config: dict[str, Any]) -> Any:
+    """Drive ``engine`` through ``scenario`` and return what crossed as a corpus, with
+    the scenario's expected violations and ``config`` beside mtp_k, the vocabulary and
+    the scheduling mode."""
+    from specguard.adapters.corpus import Corpus, Event, Expected, encode_tree
+
     scenario.drive(engine)
     expect = scenario.expect(engine) if scenario.expect is not None else []
     config = {"mtp_k": scenario.mtp_k, "vocab_size": VOCAB,
-              "async_scheduling": scenario.async_scheduling, "runner": "GPUModelRunner"}
-    return Corpus(engine="vllm", engine_version=version, scenario=scenario.name,
+              "async_scheduling": scenario.async_scheduling, **config}
+    return Corpus(engine=engine_name, engine_version=release(vllm), scenario=scenario.name,
                   description=scenario.description, config=config,
                   events=[Event(event=name, fields=encode_tree(fields))
                           for name, fields in engine.events],
                   expect=[Expected(**item) for item in expect])
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def release(vllm: Any) -> str:
+    """The vLLM release the sources are, without a local suffix (``0.33.0``)."""
+    return str(vllm.__version__).split("+")[0]
+
+
+def record_cli(argv: list[str] | None, *, description: str, folder: str,
+               scenarios: Callable[[str], list[Any]],
+               record_one: Callable[[Any, Any], Any],
+               boot_sources: Callable[[str], Any] | None = None) -> int:
+    """The command line of a recorder: boot the sources (``boot_sources``, default
+    :func:`boot`), then record ``scenarios(release)`` (or those named by ``--scenario``)
+    into ``tests/conformance/corpus/<folder>/<release>/`` or ``--out``."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("vllm_src", help="an unpacked vLLM source distribution")
     parser.add_argument("--out", help="output folder (default: the repository's corpus)")
     parser.add_argument("--scenario", action="append", help="record only these scenarios")
     args = parser.parse_args(argv)
-    vllm = boot(args.vllm_src)
+    vllm = (boot_sources or boot)(args.vllm_src)
     from specguard.adapters.corpus import write_corpus
 
-    version = vllm.__version__.split("+")[0]
-    out = Path(args.out or ROOT / "tests" / "conformance" / "corpus" / "vllm" / version)
+    version = release(vllm)
+    out = Path(args.out or ROOT / "tests" / "conformance" / "corpus" / folder / version)
     out.mkdir(parents=True, exist_ok=True)
-    chosen = [s for s in SCENARIOS if version in s.versions
-              and (not args.scenario or s.name in args.scenario)]
-    for scenario in chosen:
-        corpus = record(vllm, scenario)
+    for scenario in scenarios(version):
+        if args.scenario and scenario.name not in args.scenario:
+            continue
+        corpus = record_one(vllm, scenario)
         path = out / f"{scenario.name}.json"
         write_corpus(path, corpus)
         verdict = ", ".join(e.code for e in corpus.expect) or "valid"
         print(f"{path}: {len(corpus.events)} events, {verdict}")
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return record_cli(argv, description=__doc__.split("\n\n")[0], folder="vllm",
+                      scenarios=lambda version: [s for s in SCENARIOS if version in s.versions],
+                      record_one=record)
 
 
 if __name__ == "__main__":

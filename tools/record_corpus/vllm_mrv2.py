@@ -49,7 +49,6 @@ with the environment described in ``tools/record_corpus/vllm.py``::
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import importlib.util
 import os
@@ -408,45 +407,17 @@ SCENARIOS = [
 
 def record(vllm: Any, scenario: Scenario) -> Any:
     """Run one scenario; returns its corpus."""
-    from specguard.adapters.corpus import Corpus, Event, Expected, encode_tree
-
-    version = vllm.__version__.split("+")[0]
     engine = Engine(vllm, mtp_k=scenario.mtp_k, async_scheduling=scenario.async_scheduling,
                     **scenario.options)
-    scenario.drive(engine)
-    expect = scenario.expect(engine) if scenario.expect is not None else []
-    config = {"mtp_k": scenario.mtp_k, "vocab_size": VOCAB,
-              "async_scheduling": scenario.async_scheduling,
-              "runner": "ModelRunnerV2",
-              "max_num_reqs": int(scenario.options.get("max_num_seqs", 8))}
-    return Corpus(engine="vllm-mrv2", engine_version=version, scenario=scenario.name,
-                  description=scenario.description, config=config,
-                  events=[Event(event=name, fields=encode_tree(fields))
-                          for name, fields in engine.events],
-                  expect=[Expected(**item) for item in expect])
+    return v1.drive_and_collect(vllm, scenario, engine, "vllm-mrv2", {
+        "runner": "ModelRunnerV2",
+        "max_num_reqs": int(scenario.options.get("max_num_seqs", 8))})
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("vllm_src", help="an unpacked vLLM source distribution (0.33.0)")
-    parser.add_argument("--out", help="output folder (default: the repository's corpus)")
-    parser.add_argument("--scenario", action="append", help="record only these scenarios")
-    args = parser.parse_args(argv)
-    vllm = boot(args.vllm_src)
-    from specguard.adapters.corpus import write_corpus
-
-    version = vllm.__version__.split("+")[0]
-    out = Path(args.out or ROOT / "tests" / "conformance" / "corpus" / "vllm-mrv2" / version)
-    out.mkdir(parents=True, exist_ok=True)
-    for scenario in SCENARIOS:
-        if args.scenario and scenario.name not in args.scenario:
-            continue
-        corpus = record(vllm, scenario)
-        path = out / f"{scenario.name}.json"
-        write_corpus(path, corpus)
-        verdict = ", ".join(e.code for e in corpus.expect) or "valid"
-        print(f"{path}: {len(corpus.events)} events, {verdict}")
-    return 0
+    return v1.record_cli(argv, description=__doc__.split("\n\n")[0], folder="vllm-mrv2",
+                         scenarios=lambda version: list(SCENARIOS), record_one=record,
+                         boot_sources=boot)
 
 
 if __name__ == "__main__":
