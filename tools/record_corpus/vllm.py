@@ -752,6 +752,8 @@ class Engine:
                                 async_scheduling=async_scheduling, record=self._record)
         self.queue: deque[tuple[Any, Any, Any]] = deque()
         self._hasher = _block_hasher(self.block_size)
+        #: A buggy scheduler, for a scenario that records one: changes a sync step's output.
+        self.mutate: Callable[[Engine, Any], None] | None = None
 
     def order_at(self, step: int) -> list[str]:
         """The runner's batch order at ``step``."""
@@ -787,6 +789,8 @@ class Engine:
             return False
         if not self.async_scheduling:
             so = self.scheduler.schedule()
+            if self.mutate is not None:
+                self.mutate(self, so)
             output, drafts = self.runner.execute(so)
             self.scheduler.update_from_output(so, output)
             if drafts is not None and so.total_num_scheduled_tokens > 0:

@@ -266,23 +266,6 @@ class Engine(v1.Engine):
             mtp_k=mtp_k, max_num_reqs=options.get("max_num_seqs", 8),
             max_model_len=options.get("max_model_len", 512),
             max_num_tokens=options["max_num_batched_tokens"], record=self._record)
-        self.mutate: Callable[[Engine, Any], None] | None = None
-
-    def step(self) -> bool:
-        """``EngineCore.step``; ``mutate`` (a buggy scheduler) may change its output."""
-        if self.async_scheduling:
-            return bool(super().step())
-        if not self.scheduler.has_requests():
-            return False
-        so = self.scheduler.schedule()
-        if self.mutate is not None:
-            self.mutate(self, so)
-        output, drafts = self.runner.execute(so)
-        self.scheduler.update_from_output(so, output)
-        if drafts is not None and so.total_num_scheduled_tokens > 0:
-            self.scheduler.update_draft_token_ids(drafts)
-        self.step_index += 1
-        return True
 
 
 @dataclasses.dataclass
