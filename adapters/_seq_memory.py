@@ -20,9 +20,10 @@ from itertools import repeat
 
 import numpy as np
 
+from specguard.adapters._step_plan import UNKNOWN, rows_in
+
 __all__ = ["SeqMemory"]
 
-UNKNOWN = -1
 _NOTHING = np.zeros(0, dtype=np.int64)  # never written: a first emission grows a new array
 
 
@@ -288,14 +289,9 @@ def _recency_runs(log: list[_Record]) -> np.ndarray:
 
 def _last_rows_in(reference: np.ndarray, ids: np.ndarray) -> np.ndarray:
     """For each id, the index of its last occurrence in ``reference``, or -1."""
-    if reference.shape[0] == 0 or ids.shape[0] == 0:
-        return np.full(ids.shape[0], UNKNOWN, dtype=np.int64)
-    backwards = reference[::-1]
-    order = np.argsort(backwards, kind="stable")
-    ordered = backwards[order]
-    at = np.minimum(np.searchsorted(ordered, ids), ordered.shape[0] - 1)
-    found = ordered[at] == ids
-    return np.where(found, reference.shape[0] - 1 - order[at], UNKNOWN).astype(np.int64)
+    # The first occurrence in the reversed reference is the last one in the reference.
+    rows = rows_in(reference[::-1], ids)
+    return np.where(rows >= 0, reference.shape[0] - 1 - rows, UNKNOWN).astype(np.int64)
 
 
 def _by_last_touch(touched: np.ndarray) -> np.ndarray:

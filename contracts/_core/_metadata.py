@@ -153,10 +153,7 @@ def _array_lines(src: _Source, spec: ArrayField, index: int, bound: set[str]) ->
     src.add("elif dev is not None and (a.device != dev or a.layout is not strided): "
             "return False", depth)
     src.add(f"if a.dtype not in allowed_{index}: return False", depth)
-    src.add("s = a.shape", depth)
-    src.add(f"if len(s) != {len(spec.axes)}: return False", depth)
-    for j, axis in enumerate(spec.axes):
-        _axis_lines(src, axis, j, bound, depth)
+    _shape_lines(src, spec, bound, depth)
 
 
 def _numpy_array_lines(src: _Source, spec: ArrayField, index: int, bound: set[str]) -> None:
@@ -168,6 +165,11 @@ def _numpy_array_lines(src: _Source, spec: ArrayField, index: int, bound: set[st
         depth = 2
     src.add(f"if type(a) is not ndarray or a.dtype not in allowed_{index}: return False",
             depth)
+    _shape_lines(src, spec, bound, depth)
+
+
+def _shape_lines(src: _Source, spec: ArrayField, bound: set[str], depth: int) -> None:
+    """The rank and every axis of array ``a``, binding or comparing named dimensions."""
     src.add("s = a.shape", depth)
     src.add(f"if len(s) != {len(spec.axes)}: return False", depth)
     for j, axis in enumerate(spec.axes):
