@@ -30,7 +30,8 @@ What it recognises, in ATOM's terms:
 
 ``block_tables`` reaches the contract as a read-only broadcast of one block id per seq
 (its first block, or -1 when its table is empty or shorter than its context), so SG110
-gives its verdict without copying the tables.
+gives its verdict without copying the tables; at ``metadata`` depth the tables are only
+counted (see :func:`_block_tables`).
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ from specguard.contracts import (
     current_config,
     report,
 )
-from specguard.contracts.ops import is_int
+from specguard.contracts.ops import ceil_div, is_int
 
 __all__ = ["LAYOUTS", "AtomLayout", "AtomView"]
 
@@ -129,7 +130,7 @@ class AtomView:
         links = _links(self.tracker, seq_ids)
         fields = self._fields(batch, seq_ids, links, previous)
         scheduled = build(ScheduledBatch, fields, state=previous, snapshot_fields=lambda: {
-            **fields, "block_tables": padded_tables(getattr(batch, "block_tables", None))})
+            **fields, "block_tables": _padded_tables(getattr(batch, "block_tables", None))})
         build(AtomLayout, _layout(batch, self.mtp_k, seq_ids, links, previous,
                                   self.layout == "pre-1771"), state=previous)
         if self.tracker is not None:
@@ -365,7 +366,7 @@ def _block_tables(tables: Any, context: Any, block_size: int) -> Any:
     as a read-only broadcast of ``-1`` ("not read"), one row per table and as wide as the
     longest context needs, so SG105 still names a filtered-out seq and messages show the
     tables' width; a snapshot of a violation holds the tables themselves
-    (:func:`padded_tables`). At the deeper depths every table is read
+    (:func:`_padded_tables`). At the deeper depths every table is read
     (:func:`_block_summary`).
     """
     if isinstance(tables, list | tuple) and current_config().depth is Depth.METADATA:
@@ -379,10 +380,10 @@ def _widest(context: Any, block_size: int) -> int:
     if lens is None or lens.ndim != 1 or not lens.shape[0] \
             or not np.issubdtype(lens.dtype, np.integer):
         return 1
-    return max(-(-int(lens.max()) // max(int(block_size), 1)), 1)
+    return max(-(-int(lens.max()) // max(int(block_size), 1)), 1)  # Python ints: no wrap
 
 
-def padded_tables(tables: Any) -> Any:
+def _padded_tables(tables: Any) -> Any:
     """ATOM's table lists as one ``-1``-padded int64 array, for a snapshot (written only
     when a violation is raised, so one table at a time); anything that is not a list of
     integer lists is kept as it is, for the snapshot's check to report."""
@@ -413,7 +414,7 @@ def _block_summary(tables: Any, context: Any, block_size: int) -> Any:
     if not all(map(isinstance, tables, repeat((list, tuple)))):
         return tables
     n = len(tables)
-    needed = -(-lens[:n].astype(np.int64) // max(block_size, 1))
+    needed = ceil_div(lens[:n].astype(np.int64), max(block_size, 1))
     needed = np.concatenate([needed, np.ones(max(n - needed.shape[0], 0), dtype=np.int64)])
     try:
         lengths = np.fromiter(map(len, tables), dtype=np.int64, count=n)
