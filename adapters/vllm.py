@@ -188,7 +188,7 @@ class VllmView:
         width = _draft_width(scheduler_output, self.mtp_k)
 
         def read() -> StepEntries:
-            return self._entries(scheduler_output, order, counts, drafts)
+            return self._read_entries(scheduler_output, order, counts, drafts)
 
         if self.tracker is None and current_config().depth is not Depth.FULL:
             _check_keys(scheduler_output, order, counts, drafts, ordered=req_ids is None)
@@ -205,7 +205,7 @@ class VllmView:
                                   names=_TrackedNames(self._names), forwarded=bool(order))
         return step
 
-    def _entries(self, output: Any, order: tuple[str, ...], counts: Mapping[Any, Any],
+    def _read_entries(self, output: Any, order: tuple[str, ...], counts: Mapping[Any, Any],
                  drafts: Mapping[Any, Any]) -> StepEntries:
         """Read the output's dicts into arrays in batch order, and check them."""
         scheduled = _counts(_in_order(counts, order), order)
@@ -234,11 +234,10 @@ class VllmView:
             "vocab_size": self.vocab_size,
             "seq_ids": arange_like(sampled_token_ids, _rows(sampled_token_ids)),
             "token_ids": sampled_token_ids, "num_accepted": accepted}, names=step.req_ids)
-        if accepted is None:
-            return out
-        host = host_array(accepted)
-        if self.tracker is None and current_config().depth is not Depth.FULL:
+        if accepted is None or (self.tracker is None
+                                and current_config().depth is not Depth.FULL):
             return out  # the rows against the step's drafts are full-depth rules
+        host = host_array(accepted)
         if host is not None:
             positions = np.arange(len(step.req_ids))
             # Under async scheduling the runner fills placeholders with real drafts; in
