@@ -78,11 +78,15 @@ def _is_int(value: object) -> bool:
 class _Source:
     """Accumulates the generated function's lines with indentation."""
 
-    def __init__(self, name: str = "fast_check", *, backend_state: bool = True) -> None:
+    def __init__(self, namespace: dict[str, Any], name: str = "fast_check", *,
+                 backend_state: bool = True) -> None:
+        self.namespace = namespace
         self.lines = [f"def {name}(obj):"]
         if backend_state:
             self.lines += ["    K = None", "    dev = None"]
         self.maybe_bound: set[str] = set()
+        #: The field whose array type picks the backend (numpy-only body; None: up front).
+        self.dispatch_field: str | None = None
 
     def add(self, line: str, depth: int = 1) -> None:
         self.lines.append("    " * depth + line)
@@ -108,17 +112,18 @@ def _scalar_lines(src: _Source, spec: ScalarField, bound: set[str]) -> None:
         bound.add(spec.name)
 
 
-def _axis_lines(src: _Source, axis: AxisSpec, j: int, bound: set[str], depth: int) -> None:
+def _axis_lines(src: _Source, axis: AxisSpec, length: str, bound: set[str], depth: int) -> None:
+    """One axis whose length is the expression ``length``: compare, or bind its name."""
     if axis.name is None:
-        src.add(f"if s[{j}] != {axis.size}: return False", depth)
+        src.add(f"if {length} != {axis.size}: return False", depth)
         return
     if axis.name in bound:
         # The offset comes off the shape (a Python int): added to a bound numpy int8
         # mtp_k of 127 it would wrap.
-        length = f"s[{j}] - ({axis.offset})" if axis.offset else f"s[{j}]"
-        src.add(f"if {length} != d_{axis.name}: return False", depth)
+        shifted = f"{length} - ({axis.offset})" if axis.offset else length
+        src.add(f"if {shifted} != d_{axis.name}: return False", depth)
         return
-    value = f"s[{j}] - {axis.offset}" if axis.offset else f"s[{j}]"
+    value = f"{length} - {axis.offset}" if axis.offset else length
     negative = f"if d_{axis.name} < 0: return False" if axis.offset else None
     if axis.name in src.maybe_bound:
         # Possibly bound by an optional field that was present: bind or compare.
@@ -157,15 +162,41 @@ def _array_lines(src: _Source, spec: ArrayField, index: int, bound: set[str]) ->
 
 
 def _numpy_array_lines(src: _Source, spec: ArrayField, index: int, bound: set[str]) -> None:
-    """An array field when every array is a numpy array: no backend or device to track."""
+    """An array field when every array is a numpy array: no backend or device to track.
+
+    The commonest dtypes are compared by identity before the set lookup, and a
+    one-axis array's length is ``len(a)``: no shape tuple is built. The always-on
+    hand-over pays these few bytecodes per field and nothing else.
+    """
     src.add(f"a = obj.{spec.name}")
     depth = 1
     if spec.optional:
         src.add("if a is not None:")
         depth = 2
-    src.add(f"if type(a) is not ndarray or a.dtype not in allowed_{index}: return False",
-            depth)
-    _shape_lines(src, spec, bound, depth)
+    otherwise = "general_check(obj)" if spec.name == src.dispatch_field else "False"
+    src.add(f"if type(a) is not ndarray: return {otherwise}", depth)
+    src.add("t = a.dtype", depth)
+    same = "".join(f"t is not {name} and " for name in _identity_names(src, index))
+    src.add(f"if {same}t not in allowed_{index}: return False", depth)
+    rank = len(spec.axes)
+    src.add(f"if a.ndim != {rank}: return False", depth)
+    if rank == 1:
+        _axis_lines(src, spec.axes[0], "len(a)", bound, depth)
+        return
+    if rank:
+        src.add("s = a.shape", depth)
+    for j, axis in enumerate(spec.axes):
+        _axis_lines(src, axis, f"s[{j}]", bound, depth)
+
+
+def _identity_names(src: _Source, index: int) -> list[str]:
+    """Names (bound in the generated namespace) of field ``index``'s numpy dtypes."""
+    names = []
+    for j, dtype in enumerate(sorted(src.namespace[f"allowed_{index}"], key=str)):
+        if isinstance(dtype, np.dtype):
+            names.append(f"dtype_{index}_{j}")
+            src.namespace[names[-1]] = dtype
+    return names
 
 
 def _shape_lines(src: _Source, spec: ArrayField, bound: set[str], depth: int) -> None:
@@ -173,7 +204,7 @@ def _shape_lines(src: _Source, spec: ArrayField, bound: set[str], depth: int) ->
     src.add("s = a.shape", depth)
     src.add(f"if len(s) != {len(spec.axes)}: return False", depth)
     for j, axis in enumerate(spec.axes):
-        _axis_lines(src, axis, j, bound, depth)
+        _axis_lines(src, axis, f"s[{j}]", bound, depth)
 
 
 def _body(src: _Source, fields: Sequence[FieldSpec], optional_dims: set[str],
@@ -188,6 +219,31 @@ def _body(src: _Source, fields: Sequence[FieldSpec], optional_dims: set[str],
         else:
             array_lines(src, spec, i, bound)
     src.add("return True")
+
+
+def _first_seen_in_optional(fields: Sequence[FieldSpec]) -> set[str]:
+    """Dimensions an optional field may bind before any required field does: only these
+    are 'bound or not' at run time; every other one is bound where first seen."""
+    bound: set[str] = set()
+    maybe: set[str] = set()
+    for spec in fields:
+        if isinstance(spec, ScalarField):
+            if spec.binds and not spec.optional:
+                bound.add(spec.name)
+            continue
+        for axis in spec.axes:
+            if axis.name and axis.name not in bound:
+                (maybe if spec.optional else bound).add(axis.name)
+    return maybe
+
+
+def _only_scalars_before(fields: Sequence[FieldSpec], name: str) -> bool:
+    for spec in fields:
+        if spec.name == name:
+            return True
+        if isinstance(spec, ArrayField):
+            return False
+    return False
 
 
 def compile_fast_check(fields: Sequence[FieldSpec], owner: str) -> Callable[[Any], bool]:
@@ -205,24 +261,21 @@ def compile_fast_check(fields: Sequence[FieldSpec], owner: str) -> Callable[[Any
         "strided": torch_module().strided if _torch_registered else None,
     }
     _NAMESPACES.append(namespace)
-    optional_dims = {
-        axis.name
-        for spec in fields
-        if isinstance(spec, ArrayField) and spec.optional
-        for axis in spec.axes
-        if axis.name
-    }
+    optional_dims = _first_seen_in_optional(fields)
     for i, spec in enumerate(fields):
         if isinstance(spec, ArrayField):
             namespace[f"allowed_{i}"] = _dtype_set(spec.dtypes)
-    general = _Source("general_check")
+    general = _Source(namespace, "general_check")
     _body(general, fields, optional_dims, _array_lines)
     lines = general.lines
     first = next((spec.name for spec in fields
                   if isinstance(spec, ArrayField) and not spec.optional), None)
     if first is not None:
-        numpy_only = _Source(backend_state=False)
-        numpy_only.add(f"if type(obj.{first}) is not ndarray: return general_check(obj)")
+        numpy_only = _Source(namespace, backend_state=False)
+        if _only_scalars_before(fields, first):
+            numpy_only.dispatch_field = first  # decided where the field is read anyway
+        else:
+            numpy_only.add(f"if type(obj.{first}) is not ndarray: return general_check(obj)")
         _body(numpy_only, fields, optional_dims, _numpy_array_lines)
         lines = lines + numpy_only.lines
     else:

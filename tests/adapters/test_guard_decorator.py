@@ -142,3 +142,90 @@ def test_guarded_method_keeps_its_identity():
     """functools.wraps keeps the name and docstring, and the original is reachable."""
     assert Runner.execute.__name__ == "execute"
     assert Runner.execute.__sg_guarded__.__qualname__ == "Runner.execute"
+
+
+class OneArgument:
+    """Methods with one checked argument and no result spec: the specialised wrapper."""
+
+    @guard(batch=SB)
+    def positional(self, batch=None):
+        return batch
+
+    @guard(batch=SB)
+    def keyword_only(self, *, batch=None):
+        return batch
+
+    @guard(step=int)
+    def hinted(self, step):
+        return step
+
+
+
+
+@pytest.mark.parametrize("call", [
+    pytest.param(lambda one, value: one.positional(value), id="by-position"),
+    pytest.param(lambda one, value: one.positional(batch=value), id="by-name"),
+    pytest.param(lambda one, value: one.keyword_only(batch=value), id="keyword-only"),
+])
+def test_one_checked_argument_is_found_however_it_is_passed(call):
+    """Positional, named or keyword-only: the clean batch passes, a string is SG001."""
+    batch = build(SB)
+    assert call(OneArgument(), batch) is batch
+    with pytest.raises(contracts.ContractViolation, match=re.escape(
+            "batch, scheduler → runner]: expected ScheduledBatch, got 'not a batch' "
+            "(expected ScheduledBatch; actual str)")):
+        call(OneArgument(), "not a batch")
+
+
+def test_one_checked_argument_left_to_its_default_is_not_checked():
+    """An argument the caller did not pass is the function's own default: nothing to check."""
+    before = contracts.STATS.checks
+    assert OneArgument().positional() is None
+    assert OneArgument().keyword_only() is None
+    assert contracts.STATS.checks == before
+
+
+def test_one_checked_argument_counts_each_clean_hand_over():
+    """The inline fast path still counts the object it checked."""
+    batch = build(SB)
+    with contracts.checking(depth="metadata"):
+        before = contracts.STATS.checks
+        OneArgument().positional(batch)
+    assert contracts.STATS.checks == before + 1
+
+
+def test_one_checked_argument_with_broken_metadata_is_named():
+    """At metadata depth a batch whose arrays disagree leaves the fast path with its rule."""
+    batch = build(SB)
+    object.__setattr__(batch, "context_lens", batch.context_lens[:-1])
+    with contracts.checking(depth="metadata"), pytest.raises(
+            contracts.ContractViolation, match=re.escape(
+                "SG105 one entry per seq in every per-seq array [ScheduledBatch.context_lens, "
+                "scheduler → runner]: seq 44 at batch position 4: that seq has no entry")):
+        OneArgument().positional(batch)
+
+
+def test_one_checked_argument_at_full_depth_runs_the_value_rules():
+    """Off the metadata depth the fast path is not taken: value rules see the batch."""
+    batch = build(SB)
+    batch.token_ids[4] = -1
+    with contracts.checking(depth="metadata"):
+        assert OneArgument().positional(batch) is batch
+    with contracts.checking(depth="full"), pytest.raises(
+            contracts.ContractViolation, match=re.escape("token 4: token id is -1")):
+        OneArgument().positional(batch)
+
+
+def test_one_checked_hint_is_checked_by_beartype():
+    """A single type-hint spec goes through beartype, never the boundary fast path."""
+    assert OneArgument().hinted(3) == 3
+    with pytest.raises(contracts.ContractViolation, match=re.escape(
+            "[OneArgument.hinted.step, any boundary]: expected int, got '3' "
+            "(expected int; actual str)")):
+        OneArgument().hinted("3")
+
+
+def test_one_checked_argument_skips_checks_while_the_mode_is_off():
+    """A checking(mode="off") block turns the specialised wrapper off too."""
+    with contracts.checking(mode="off"):
+        assert OneArgument().positional("not a batch") == "not a batch"

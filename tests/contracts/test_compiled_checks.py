@@ -49,3 +49,33 @@ def test_the_compiled_predicate_catches_what_the_stand_in_would():
     with contracts.checking(mode="off"):
         floats = cls(size=2, lengths=np.zeros(2))
     assert cls.__sg_plan__.compiled_fast_check()(floats) is False
+
+
+def _optional_first_class() -> type:
+    @boundary_object(contracts.Boundary.ANY)
+    class Marked(contracts.BoundaryObject):
+        """An optional array that may bind ``n`` before the required one does."""
+
+        marks: Index[Array, "n"] | None = None
+        lengths: Index[Array, "n"] = None  # type: ignore[assignment]
+
+    return Marked
+
+
+@pytest.mark.parametrize(("marks", "lengths", "clean"), [
+    pytest.param(np.arange(3), np.arange(3), True, id="both-agree"),
+    pytest.param(None, np.arange(3), True, id="optional-absent"),
+    pytest.param(np.arange(2), np.arange(3), False, id="optional-shorter"),
+    pytest.param(np.arange(4), np.arange(3), False, id="optional-longer"),
+])
+def test_a_dimension_first_bound_by_an_optional_array_is_compared_after(marks, lengths, clean):
+    """Both generated predicates bind ``n`` from the optional array when it is present
+    and compare the required one to it, as the explaining walk does."""
+    cls = _optional_first_class()
+    with contracts.checking(mode="off"):
+        obj = cls(marks=marks, lengths=lengths)
+    fast = cls.__sg_plan__.compiled_fast_check()
+    assert fast(obj) is clean
+    assert fast.__globals__["general_check"](obj) is clean
+    violations = contracts.validate(obj, config=contracts.Config(mode=contracts.Mode.WARN))
+    assert [v.code for v in violations] == ([] if clean else ["SG004"])
