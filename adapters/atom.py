@@ -63,6 +63,9 @@ __all__ = ["LAYOUTS", "AtomLayout", "AtomView"]
 
 _SUBJECT = "ATOM ScheduledBatch"
 _FIRST = itemgetter(0)
+# The C functions themselves: the array methods add a Python-level call per use.
+_count_nonzero = np.count_nonzero
+_maximum = np.maximum.reduce
 
 
 #: The runner versions the view models, by the ATOM change that separates them.
@@ -154,7 +157,7 @@ class AtomView:
         """Whether the runner's next step will see this batch as its previous forward."""
         if is_decode.shape[0] == 0:
             return False  # ATOM's engine skips forward for a batch without seqs
-        if self.layout == "pre-1771" or is_decode.any():
+        if self.layout == "pre-1771" or _count_nonzero(is_decode):
             return True
         final = getattr(batch, "is_final_chunk", None)  # from #1771 on
         return final is None or not isinstance(final, list | tuple) or any(final)
@@ -187,9 +190,10 @@ class AtomView:
         num_prefill = _read(batch, "total_seqs_num_prefill")
         num_decode = _read(batch, "total_seqs_num_decode")
         is_decode = np.arange(size) >= (num_prefill if is_int(num_prefill) else size)
+        decoding = _count_nonzero(is_decode)
         context = _context_lens(batch, is_decode, links, previous, self.mtp_k)
-        drafts = _read(batch, "scheduled_spec_decode_tokens") if is_decode.any() else None
-        if drafts is None and not is_decode.any():
+        drafts = _read(batch, "scheduled_spec_decode_tokens") if decoding else None
+        if drafts is None and not decoding:
             drafts = np.zeros((0, self.mtp_k), dtype=np.int32)
         num_drafts = _num_drafts(is_decode, links, previous, self.mtp_k)
         drafts = _rows_read(drafts, is_decode, links, num_drafts, self.mtp_k,
@@ -286,12 +290,14 @@ def _context_lens(batch: Any, is_decode: np.ndarray, links: StepLinks,
     context, rejected = host_array(raw), host_array(_read(batch, "num_rejected"))
     size = is_decode.shape[0]
     if context is None or rejected is None or context.shape != (size,) \
-            or rejected.shape != (size,) or not is_decode.any() \
-            or not np.issubdtype(context.dtype, np.integer) \
-            or not np.issubdtype(rejected.dtype, np.integer):
+            or rejected.shape != (size,) or not _count_nonzero(is_decode) \
+            or context.dtype.kind not in "iu" or rejected.dtype.kind not in "iu":
         return raw
+    tracked = previous is not None and previous.seq_ids.shape[0]
+    if not tracked and not _count_nonzero(rejected):
+        return context  # nothing rejected to subtract: the runner's lengths as they are
     rejected = rejected.astype(np.int64)
-    if previous is not None and previous.seq_ids.shape[0]:
+    if tracked:
         rows = links.prev_rows
         at = np.maximum(rows, 0)
         was_prefill = (rows >= 0) & ~previous.is_decode[at]
@@ -306,7 +312,7 @@ def _num_drafts(is_decode: np.ndarray, links: StepLinks, previous: StepState | N
                 mtp_k: int) -> np.ndarray:
     """``mtp_k`` per decode seq, except 0 for a seq whose previous step was its prefill:
     its drafts have not reached the host yet, so it has no row in the compacted form."""
-    counts = np.full(int(is_decode.sum()), mtp_k, dtype=np.int32)
+    counts = np.full(_count_nonzero(is_decode), mtp_k, dtype=np.int32)
     if previous is None or not previous.seq_ids.shape[0] or links.prev_rows.shape[0] != \
             is_decode.shape[0]:
         return counts
@@ -341,8 +347,10 @@ def _rows_read(raw: Any, is_decode: np.ndarray, links: StepLinks, num_drafts: np
         return raw
     if rows.ndim == 1 and rows.shape[0] == 0:
         rows = rows.reshape(0, mtp_k)
+    if not tracked:
+        return rows
     decode = np.flatnonzero(is_decode)
-    if not tracked or rows.ndim != 2 or rows.shape[1] != mtp_k \
+    if rows.ndim != 2 or rows.shape[1] != mtp_k \
             or rows.shape[0] >= decode.shape[0] or links.prev_rows.shape[0] != is_decode.shape[0] \
             or num_drafts.shape[0] != decode.shape[0]:
         return rows
@@ -370,17 +378,23 @@ def _block_tables(tables: Any, context: Any, block_size: int) -> Any:
     (:func:`_block_summary`).
     """
     if isinstance(tables, list | tuple) and current_config().depth is Depth.METADATA:
-        return np.broadcast_to(np.int64(-1), (len(tables), _widest(context, block_size)))
+        # What np.broadcast_to(-1, shape) gives, made by the constructor directly:
+        # read-only (its buffer is bytes), every element the one -1.
+        return np.ndarray((len(tables), _widest(context, block_size)), dtype=np.int64,
+                          buffer=_NOT_READ, strides=(0, 0))
     return _block_summary(tables, context, block_size)
+
+
+_NOT_READ = np.int64(-1).tobytes()
 
 
 def _widest(context: Any, block_size: int) -> int:
     """Blocks the longest context needs (at least 1), from the host context lengths."""
     lens = host_array(context)
-    if lens is None or lens.ndim != 1 or not lens.shape[0] \
-            or not np.issubdtype(lens.dtype, np.integer):
+    if lens is None or lens.ndim != 1 or not lens.shape[0] or lens.dtype.kind not in "iu":
         return 1
-    return max(-(-int(lens.max()) // max(int(block_size), 1)), 1)  # Python ints: no wrap
+    # Python ints: no wrap
+    return max(-(-int(_maximum(lens, None)) // max(int(block_size), 1)), 1)
 
 
 def _padded_tables(tables: Any) -> Any:

@@ -288,3 +288,24 @@ def test_dp_dummy_seq_id_minus_one_is_sg010():
                 "SG010 seq ids are unique and non-negative [ScheduledBatch.seq_ids, "
                 "scheduler → runner]: seq -1 at batch position 0: seq id -1 is negative")):
         _view()(decode_batch(seqs, dense=True))
+
+
+@pytest.mark.parametrize("rejected", [0, 1])
+def test_without_a_tracker_the_batch_rejected_count_comes_off_the_context(rejected):
+    """ATOM's runner subtracts ``num_rejected`` from a decode context: with none rejected
+    the engine's own lengths reach the contract (no copy), with one rejected the
+    shortened context is what SG111 judges."""
+    seqs = [sequence(0, 40, drafts=K), sequence(1, K + 2, drafts=K, num_rejected=rejected)]
+    atom = decode_batch(seqs, dense=True)
+    atom.context_lens[1] = K + 2  # one prompt token before the k+1 scheduled ones
+    if not rejected:
+        with contracts.checking(depth="full"):
+            batch = _view()(atom)
+        assert batch.context_lens is atom.context_lens
+        return
+    with contracts.checking(depth="full"), pytest.raises(
+            contracts.ContractViolation, match=re.escape(
+                "SG111 context lengths cover the scheduled tokens [ScheduledBatch.context_lens, "
+                "scheduler → runner]: seq 1 at batch position 1: decode seq has context length "
+                "4, only its 4 scheduled tokens: no prompt before them")):
+        _view()(atom)
