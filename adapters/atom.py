@@ -63,6 +63,7 @@ __all__ = ["LAYOUTS", "AtomLayout", "AtomView"]
 
 _SUBJECT = "ATOM ScheduledBatch"
 _FIRST = itemgetter(0)
+_LIST_ITEM = list.__getitem__
 # The C functions themselves: the array methods add a Python-level call per use.
 _count_nonzero = np.count_nonzero
 _maximum = np.maximum.reduce
@@ -425,8 +426,6 @@ def _block_summary(tables: Any, context: Any, block_size: int) -> Any:
     if not isinstance(tables, list | tuple) or lens is None or lens.ndim != 1 \
             or not np.issubdtype(lens.dtype, np.integer):
         return tables
-    if not all(map(isinstance, tables, repeat((list, tuple)))):
-        return tables
     n = len(tables)
     needed = ceil_div(lens[:n].astype(np.int64), max(block_size, 1))
     needed = np.concatenate([needed, np.ones(max(n - needed.shape[0], 0), dtype=np.int64)])
@@ -445,14 +444,31 @@ def _block_summary(tables: Any, context: Any, block_size: int) -> Any:
 
 def _first_blocks(tables: list[Any] | tuple[Any, ...], lengths: np.ndarray) -> np.ndarray:
     """Each table's first block id, -1 for an empty table: C-level passes, no Python loop
-    (the tables are ATOM's own lists; only their first entries are read)."""
+    (the tables are ATOM's own lists; only their first entries are read).
+
+    Reading a first entry through ``list.__getitem__`` is also the check that the table
+    is a list (ATOM's type): one pass, not two. Tuples take a second, general pass; any
+    other table, empty ones included, raises TypeError for the caller to leave the
+    tables to the contract.
+    """
     filled = lengths > 0
     if filled.all():
-        return np.fromiter(map(_FIRST, tables), dtype=np.int64, count=len(tables))
+        return _first_entries(tables, len(tables))
+    if not all(map(isinstance, compress(tables, (~filled).tolist()), repeat((list, tuple)))):
+        raise TypeError("a block table that is not a list")
     first = np.full(len(tables), -1, dtype=np.int64)
-    first[filled] = np.fromiter(map(_FIRST, compress(tables, filled.tolist())),
-                                dtype=np.int64, count=int(filled.sum()))
+    first[filled] = _first_entries(list(compress(tables, filled.tolist())),
+                                   _count_nonzero(filled))
     return first
+
+
+def _first_entries(tables: list[Any] | tuple[Any, ...], count: int) -> np.ndarray:
+    try:
+        return np.fromiter(map(_LIST_ITEM, tables, repeat(0)), dtype=np.int64, count=count)
+    except TypeError:
+        if not all(map(isinstance, tables, repeat((list, tuple)))):
+            raise
+    return np.fromiter(map(_FIRST, tables), dtype=np.int64, count=count)
 
 
 def _state_slots(groups: Any, per_req_state: bool | None) -> Any:

@@ -309,3 +309,29 @@ def test_without_a_tracker_the_batch_rejected_count_comes_off_the_context(reject
                 "scheduler → runner]: seq 1 at batch position 1: decode seq has context length "
                 "4, only its 4 scheduled tokens: no prompt before them")):
         _view()(atom)
+
+
+_TABLES_NOT_READ = ("SG001 field has the declared type [ScheduledBatch.block_tables, "
+                    "scheduler → runner]: expected a numpy array or torch tensor, got list")
+
+
+@pytest.mark.parametrize(("table", "clean"), [
+    pytest.param(lambda t: tuple(t), True, id="tuple"),
+    pytest.param(lambda t: type("Blocks", (list,), {})(t), True, id="list-subclass"),
+    pytest.param(lambda t: dict(enumerate(t)), False, id="dict"),
+    pytest.param(lambda t: {}, False, id="empty-dict"),
+    pytest.param(lambda t: "".join(map(chr, t)), False, id="string"),
+    pytest.param(lambda t: np.asarray(t), False, id="ndarray"),
+    pytest.param(lambda t: [None, *t[1:]], False, id="none-entry"),
+])
+def test_a_block_table_that_is_not_a_list_of_ids_is_named_by_default(table, clean):
+    """Every table is read at the default depth: lists and tuples of ids pass; a dict, a
+    string, an array or a non-id entry leaves the list to the contract, which names it."""
+    seqs = [sequence(i, 40, drafts=K) for i in range(3)]
+    atom = decode_batch(seqs, dense=True)
+    atom.block_tables[1] = table(atom.block_tables[1])
+    if clean:
+        assert _view()(atom).seq_ids.tolist() == [0, 1, 2]
+        return
+    with pytest.raises(contracts.ContractViolation, match=re.escape(_TABLES_NOT_READ)):
+        _view()(atom)
