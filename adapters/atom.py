@@ -294,11 +294,11 @@ def _context_lens(batch: Any, is_decode: np.ndarray, links: StepLinks,
             or rejected.shape != (size,) or not _count_nonzero(is_decode) \
             or context.dtype.kind not in "iu" or rejected.dtype.kind not in "iu":
         return raw
-    tracked = previous is not None and previous.seq_ids.shape[0]
+    tracked = previous is not None and previous.seq_ids.shape[0] > 0
     if not tracked and not _count_nonzero(rejected):
         return context  # nothing rejected to subtract: the runner's lengths as they are
     rejected = rejected.astype(np.int64)
-    if tracked:
+    if previous is not None and tracked:
         rows = links.prev_rows
         at = np.maximum(rows, 0)
         was_prefill = (rows >= 0) & ~previous.is_decode[at]
@@ -458,7 +458,7 @@ def _first_blocks(tables: list[Any] | tuple[Any, ...], lengths: np.ndarray) -> n
         raise TypeError("a block table that is not a list")
     first = np.full(len(tables), -1, dtype=np.int64)
     first[filled] = _first_entries(list(compress(tables, filled.tolist())),
-                                   _count_nonzero(filled))
+                                   int(_count_nonzero(filled)))
     return first
 
 
