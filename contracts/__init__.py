@@ -12,7 +12,11 @@ A broken rule raises :class:`ContractViolation` naming the rule, the seq and its
 position (strict), is logged (warn), or is not looked for at all (off).
 """
 
-from specguard.contracts._boundaries import _seq_ids, _structure  # noqa: F401  (register rules)
+from specguard.contracts._boundaries import (  # noqa: F401  (register rules, clearances)
+    _batch_clearance,
+    _seq_ids,
+    _structure,
+)
 from specguard.contracts._boundaries._types import Array as Array
 from specguard.contracts._boundaries._types import Bool as Bool
 from specguard.contracts._boundaries._types import Index as Index

@@ -140,6 +140,9 @@ class ScheduledBatch(BoundaryObject):
 
 
 _BATCH = ("ScheduledBatch",)
+# The C functions themselves: the array methods wrap them in Python-level calls.
+_add = np.add.reduce
+_count_nonzero = np.count_nonzero
 
 
 @rule("SG103", "decode seqs are scheduled exactly mtp_k+1 tokens",
@@ -173,7 +176,8 @@ def _token_total(batch: ScheduledBatch, values: Values) -> Finding | None:
         position=i, expected=f"0..num_tokens={batch.num_tokens}"))
     if found:
         return found
-    total = counts.sum()
+    # np.add.reduce is what ndarray.sum() calls, without its Python-level wrapper.
+    total = _add(counts, None) if type(counts) is np.ndarray else counts.sum()
     return values.any_true(total != batch.num_tokens, lambda _: Finding(
         "sum(num_scheduled_tokens) differs from num_tokens", "num_scheduled_tokens",
         expected=f"num_tokens={batch.num_tokens}", actual=str(host_value(total, 0))))
@@ -189,11 +193,12 @@ def _phases(batch: ScheduledBatch, values: Values) -> Finding | None:
     cumulative offsets of every seq after it."""
     flags = batch.is_decode
     # On the host count_nonzero is a plain C loop, where sum() adds the flags as int64.
-    count = np.intp(np.count_nonzero(flags)) if isinstance(flags, np.ndarray) else flags.sum()
+    count = _count_nonzero(flags) if type(flags) is np.ndarray else flags.sum()
     found = values.any_true(count != batch.num_decode, lambda _: Finding(
         "is_decode marks a different number of decode seqs", "is_decode",
-        expected=f"num_decode={batch.num_decode}", actual=str(host_value(count, 0))))
-    if found or (isinstance(flags, np.ndarray) and count == flags.shape[0]):
+        expected=f"num_decode={batch.num_decode}",
+        actual=str(count if type(count) is int else host_value(count, 0))))
+    if found or (type(flags) is np.ndarray and count == flags.shape[0]):
         return found  # an all-decode batch has no prefill seq to check
     empty = ~flags & (batch.num_scheduled_tokens < 1)
     return values.any_true(empty, lambda i: Finding(

@@ -14,6 +14,9 @@ from collections.abc import Callable, Sequence, Set
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
+from specguard.contracts._core._clearance import clearance_for
 from specguard.contracts._core._config import (
     Collect,
     Config,
@@ -36,6 +39,9 @@ __all__ = ["Plan", "report", "validate"]
 
 
 
+_Cleared = tuple[Callable[[Any], bool], tuple["Rule", ...]]
+
+
 @dataclass
 class Plan:
     """Everything compiled for one boundary class: its fields, fast check and rules."""
@@ -47,6 +53,10 @@ class Plan:
     _by_depth: dict[Depth, tuple[Rule, ...]] | None = None
     _names: tuple[str, ...] | None = None
     _anchor: str | None = None
+    #: Per tuple of rules (a depth's own tuple, by identity, kept so that the id is not
+    #: reused): the clearance's check and the rules it leaves, or None.
+    _cleared: dict[int, tuple[tuple[Rule, ...], _Cleared | None]] = \
+        dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.fast_check is None:
@@ -93,6 +103,32 @@ class Plan:
         if self._anchor is None:
             return obj
         return host_twin(obj, self._anchor, self._names)  # type: ignore[arg-type]
+
+    def uncleared(self, rules: tuple[Rule, ...], target: Any) -> tuple[Rule, ...]:
+        """``rules`` less those the class's clearance vouches for on ``target``.
+
+        Only for a target whose metadata is clean and whose arrays are numpy arrays (what
+        a clearance reads); any answer but True, an error included, leaves every rule.
+        """
+        cached = self._cleared.get(id(rules))
+        if cached is None or cached[0] is not rules:
+            cached = self._cleared[id(rules)] = (rules, self._clearance_of(rules))
+        entry = cached[1]
+        if entry is None or self._anchor is None \
+                or type(getattr(target, self._anchor)) is not np.ndarray:
+            return rules
+        check, rest = entry
+        try:
+            clear = check(target) is True
+        except Exception:  # the rules themselves will say what is wrong
+            return rules
+        return rest if clear else rules
+
+    def _clearance_of(self, rules: tuple[Rule, ...]) -> _Cleared | None:
+        found = clearance_for(self.subject)
+        if found is None or not found.covers <= {r.code for r in rules}:
+            return None  # a depth that runs only some of its rules runs them alone
+        return found.check, tuple(r for r in rules if r.code not in found.covers)
 
     def for_subclass(self) -> Plan:
         """The same checks for a subclass, with caches of its own."""
@@ -165,7 +201,11 @@ def _value_violations(
     # try block costs nothing until something raises.
     values = Values(config, plan.subject)
     # Clean metadata guarantees one backend and device: only then may rules read views.
-    target = plan.rule_target(obj) if bindings is None else plan.plain_target(obj)
+    if bindings is None:
+        target = plan.rule_target(obj)
+        rules = plan.uncleared(rules, target)
+    else:
+        target = plan.plain_target(obj)
     found: list[Violation] = []
     for rule in rules:
         if skip and rule.fields & skip:

@@ -28,7 +28,10 @@ HOST_DEVICE_TYPES: set[str] = {"cpu"}
 
 # The unsigned view sends every negative value to at least 2**(bits-1): one maximum
 # below ``hi`` proves "none negative, none too big" only for ``hi`` up to that.
-_UNSIGNED_REACH = {np.dtype(np.int32): 2**31, np.dtype(np.int64): 2**63}
+_UNSIGNED_REACH: dict[np.dtype[Any], int] = {np.dtype(np.int32): 2**31,
+                                             np.dtype(np.int64): 2**63}
+#: Per signed dtype, its unsigned twin and that reach: one lookup on the hot path.
+_UNSIGNED_BOUND = {dtype: (UNSIGNED[dtype], reach) for dtype, reach in _UNSIGNED_REACH.items()}
 
 # Bound once: these run on every validation, and the method wrappers cost more than the
 # reduction itself for the small arrays of a decode step.
@@ -205,10 +208,9 @@ class Values:
     def outside(self, a: Any, lo: int, hi: int, explain: Explain) -> Finding | None:
         """A finding for the first element outside ``[lo, hi)``, else None."""
         if type(a) is _ndarray and lo == 0 and a.size:
-            unsigned = UNSIGNED.get(a.dtype)
+            bound = _UNSIGNED_BOUND.get(a.dtype)
             # The common case inline: ids in [0, hi), one maximum of the unsigned view.
-            if unsigned is not None and hi <= _UNSIGNED_REACH[a.dtype] \
-                    and _maximum(a.view(unsigned), None) < hi:
+            if bound is not None and hi <= bound[1] and _maximum(a.view(bound[0]), None) < hi:
                 return None
         if type(a) is _ndarray or array_kind(a) == "numpy":
             index = _numpy_first_outside(a, lo, hi)
@@ -241,6 +243,8 @@ class Values:
         Same answer as ``any_true(a > limit, ...)``; on the host one maximum decides, and
         the mask is built only to locate an offender.
         """
+        if type(a) is _ndarray and (not a.size or _maximum(a, None) <= limit):
+            return None  # the common answer, without a helper call
         host = _host_array(a)
         if host is None:
             return self.any_true(scalar_mask(a, "gt", limit), explain)
@@ -254,6 +258,8 @@ class Values:
 
         Same answer as ``any_true(a < limit, ...)``; on the host one minimum decides.
         """
+        if type(a) is _ndarray and (not a.size or _minimum(a, None) >= limit):
+            return None  # the common answer, without a helper call
         host = _host_array(a)
         if host is None:
             return self.any_true(scalar_mask(a, "lt", limit), explain)
