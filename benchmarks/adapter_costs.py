@@ -268,5 +268,8 @@ def import_cost(repeats: int) -> dict[str, Any]:
                                                                strict=True)) * 1e3,
         "numpy_ms": statistics.median(a - b for a, b in zip(times["numpy"], bare,
                                                               strict=True)) * 1e3,
+        # What specguard's own modules add to a process that has numpy (every engine).
+        "beyond_numpy_ms": statistics.median(
+            a - b for a, b in zip(times["contracts"], times["numpy"], strict=True)) * 1e3,
         "loads": [m for m in loaded.split(",") if m],
     }

@@ -134,7 +134,8 @@ def _fake_report() -> dict[str, Any]:
                       "ratio_to_read_and_validation": 1.2}],
         "from_mapping": [{"batch": 1024, "np_array_us": 100.0, "lists_us": 150.0,
                           "lists_ratio": 1.5}],
-        "import": {"bare_ms": 20.0, "import_ms": 90.0, "numpy_ms": 60.0, "loads": []},
+        "import": {"bare_ms": 20.0, "import_ms": 90.0, "numpy_ms": 60.0,
+                   "beyond_numpy_ms": 30.0, "loads": []},
         "memory": {"num_seqs": 4, "num_tokens": 262144, "token_bytes": 1 << 20,
                    "peak_bytes": 3072},
         "engine": {"available": False, "reason": "no engine here"},
@@ -175,7 +176,7 @@ def test_quick_json_measures_the_import_in_a_fresh_process(quick_report):
     """The import entry has CPU milliseconds beyond bare Python and no optional module."""
     _, report, _ = quick_report
     imported = report["import"]
-    assert {"bare_ms", "import_ms", "numpy_ms", "loads"} == set(imported)
+    assert {"bare_ms", "import_ms", "numpy_ms", "beyond_numpy_ms", "loads"} == set(imported)
     assert imported["bare_ms"] > 0 and imported["import_ms"] > 0
     assert imported["loads"] == []
 
@@ -206,7 +207,8 @@ def test_builder_targets_start_at_b_1024():
     entry = {"batch": 1024, "np_array_us": 10.0, "lists_us": 15.0, "lists_ratio": 1.5,
              "arrays_us": 30.0, "arrays_ratio": 3.0, "dense_us": 5.0, "dense_ratio": 0.5}
     small = {**entry, "batch": 128}
-    found = _around_targets([], [small, entry], {"import_ms": 130.0})
+    found = _around_targets([], [small, entry], {"import_ms": 130.0, "numpy_ms": 110.0,
+                                                       "beyond_numpy_ms": 20.0})
     verdicts = {t["target"]: t["met"] for t in found}
     assert verdicts == {
         "DraftTokens from a dict of lists ≤ 2× np.array of the rows, B=1024": True,
@@ -215,6 +217,8 @@ def test_builder_targets_start_at_b_1024():
         "rows, B=1024": True,
         "import specguard.contracts ≤ 120 ms CPU beyond bare Python": False,
     }
+    assert found[-1]["note"] == ("numpy's own import: 110 ms; specguard's modules beyond "
+                                 "it: 20 ms")
 
 
 def test_quick_json_reports_memory_for_a_long_token_stream(quick_report):
