@@ -13,11 +13,25 @@ from specguard.contracts._core._registry import Boundary, rule
 from specguard.contracts._core._values import Values
 from specguard.contracts._core._violation import Finding
 
-__all__: list[str] = []
+__all__ = ["unique_non_negative"]
 
 #: From this many ids on, compact ids are counted in a table instead of sorted: the
 #: sort's O(n log n) dominated the validation of large batches.
 _TABLE_FROM = 512
+
+
+def unique_non_negative(ids: np.ndarray) -> bool:
+    """Whether 1-D host ids are unique and non-negative: a table over their span when a
+    large batch's ids are compact, else one sort (its first element is the minimum)."""
+    n = ids.shape[0]
+    if n >= _TABLE_FROM:
+        bounds = dense_span(ids)  # None for negative or widely spread ids
+        if bounds is not None:
+            return not any_repeated(ids, *bounds)
+    if n < 2:
+        return not n or bool(ids[0] >= 0)
+    ordered = np.sort(ids)
+    return bool(ordered[0] >= 0) and not np.count_nonzero(ordered[1:] == ordered[:-1])
 
 
 def _sorted(ids: Any) -> Any:
@@ -37,16 +51,8 @@ def _unique_ids(obj: Any, values: Values) -> Finding | None:
     carry-over, output delivery). A repeated id makes two rows claim one request; a
     negative id collides with sentinel keys such as ATOM's ``-1`` deferred flag."""
     ids = obj.seq_ids
-    if isinstance(ids, np.ndarray) and ids.ndim == 1 and ids.shape[0] >= _TABLE_FROM:
-        bounds = dense_span(ids)  # None for negative or widely spread ids
-        if bounds is not None and not any_repeated(ids, *bounds):
-            return None  # a repeat is located by the sort below, as for small batches
-    if isinstance(ids, np.ndarray) and ids.ndim == 1 and ids.shape[0] >= 2:
-        # On the host one sort answers both questions: its first element is the minimum.
-        ordered = np.sort(ids)
-        if ordered[0] >= 0:
-            return values.any_true(ordered[1:] == ordered[:-1],
-                                   lambda i: _duplicate(ids, host_value(ordered, i)))
+    if isinstance(ids, np.ndarray) and ids.ndim == 1 and unique_non_negative(ids):
+        return None  # the common answer; an offender is located below
     found = values.any_true(ids < 0, lambda i: Finding(
         f"seq id{number_text(ids, i)} is negative", "seq_ids", position=i,
         seq_id=host_value(ids, i)))

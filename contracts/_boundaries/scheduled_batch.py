@@ -196,8 +196,7 @@ def _phases(batch: ScheduledBatch, values: Values) -> Finding | None:
     count = _count_nonzero(flags) if type(flags) is np.ndarray else flags.sum()
     found = values.any_true(count != batch.num_decode, lambda _: Finding(
         "is_decode marks a different number of decode seqs", "is_decode",
-        expected=f"num_decode={batch.num_decode}",
-        actual=str(count if type(count) is int else host_value(count, 0))))
+        expected=f"num_decode={batch.num_decode}", actual=str(host_value(count, 0))))
     if found or (type(flags) is np.ndarray and count == flags.shape[0]):
         return found  # an all-decode batch has no prefill seq to check
     empty = ~flags & (batch.num_scheduled_tokens < 1)

@@ -95,7 +95,12 @@ def is_host(value: Any) -> bool:
 
 
 def host_value(a: Any, flat_index: int) -> int | None:
-    """The element at a flat index when it can be read without a device sync, else None."""
+    """The element at a flat index when it can be read without a device sync, else None.
+
+    A Python int (a count computed on the host) is its own only element.
+    """
+    if type(a) is int:
+        return a if flat_index == 0 else None
     if a is None or not (isinstance(a, np.generic) or array_kind(a) is not None) or not is_host(a):
         return None
     flat = np.asarray(a).reshape(-1) if isinstance(a, np.generic) else a.reshape(-1)

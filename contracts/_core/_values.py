@@ -19,7 +19,8 @@ from specguard.contracts._core._config import Config, DeviceValues
 from specguard.contracts._core._deferred import PendingVerdict, submit
 from specguard.contracts._core._violation import Finding
 
-__all__ = ["HOST_DEVICE_TYPES", "Explain", "Values", "host_twin", "plain_twin", "scalar_mask"]
+__all__ = ["HOST_DEVICE_TYPES", "Explain", "Values", "all_within", "host_twin", "plain_twin",
+           "scalar_mask"]
 
 Explain = Callable[[int], Finding]
 
@@ -27,11 +28,10 @@ Explain = Callable[[int], Finding]
 HOST_DEVICE_TYPES: set[str] = {"cpu"}
 
 # The unsigned view sends every negative value to at least 2**(bits-1): one maximum
-# below ``hi`` proves "none negative, none too big" only for ``hi`` up to that.
-_UNSIGNED_REACH: dict[np.dtype[Any], int] = {np.dtype(np.int32): 2**31,
-                                             np.dtype(np.int64): 2**63}
+# below ``hi`` proves "none negative, none too big" only for ``hi`` up to that reach.
 #: Per signed dtype, its unsigned twin and that reach: one lookup on the hot path.
-_UNSIGNED_BOUND = {dtype: (UNSIGNED[dtype], reach) for dtype, reach in _UNSIGNED_REACH.items()}
+_UNSIGNED_BOUND: dict[np.dtype[Any], tuple[Any, int]] = {
+    dtype: (unsigned, 2 ** (8 * dtype.itemsize - 1)) for dtype, unsigned in UNSIGNED.items()}
 
 # Bound once: these run on every validation, and the method wrappers cost more than the
 # reduction itself for the small arrays of a decode step.
@@ -72,15 +72,23 @@ def scalar_mask(a: Any, op: str, bound: int) -> Any:
     return torch.full_like(a, below if op != "lt" else not below, dtype=torch.bool)
 
 
+def all_within(a: np.ndarray, hi: int) -> bool:
+    """Whether every element of the host array ``a`` lies in ``[0, hi)``.
+
+    Negative values wrap to huge unsigned ones, so one maximum of the unsigned view
+    covers both ends wherever ``hi`` is within its reach; else a minimum and a maximum.
+    """
+    if not a.size:
+        return True
+    bound = _UNSIGNED_BOUND.get(a.dtype)
+    if bound is not None and hi <= bound[1]:
+        return bool(_maximum(a.view(bound[0]), None) < hi)
+    return bool(_minimum(a, None) >= 0 and _maximum(a, None) < hi)
+
+
 def _numpy_first_outside(a: np.ndarray, lo: int, hi: int) -> int | None:
-    if a.size == 0:
-        return None
-    unsigned = UNSIGNED.get(a.dtype)
-    if unsigned is not None and lo == 0:
-        # Negative ids wrap to huge unsigned values, so one maximum covers both ends.
-        if _maximum(a.view(unsigned), None) < min(hi, _UNSIGNED_REACH[a.dtype]):
-            return None
-    elif _minimum(a, None) >= lo and _maximum(a, None) < hi:
+    if all_within(a, hi) if lo == 0 else (
+            not a.size or (_minimum(a, None) >= lo and _maximum(a, None) < hi)):
         return None
     bad = (a < lo) | (a >= hi)
     return int(np.flatnonzero(bad)[0])

@@ -49,7 +49,7 @@ with the environment described in ``tools/record_corpus/vllm.py``::
 
 from __future__ import annotations
 
-import dataclasses
+import functools
 import importlib.util
 import os
 import sys
@@ -268,15 +268,9 @@ class Engine(v1.Engine):
             max_num_tokens=options["max_num_batched_tokens"], record=self._record)
 
 
-@dataclasses.dataclass
-class Scenario:
-    name: str
-    description: str
-    mtp_k: int
-    drive: Callable[[Engine], None]
-    options: dict[str, Any] = dataclasses.field(default_factory=dict)
-    async_scheduling: bool = False
-    expect: Callable[[Engine], list[dict[str, Any]]] | None = None
+#: The V1 recorder's scenario, for the release Model Runner V2 is recorded from (the
+#: recorder records whichever release it boots).
+Scenario = functools.partial(v1.Scenario, versions=("0.33.0",))
 
 
 def _steady(e: Engine) -> None:
@@ -364,26 +358,27 @@ def _first_sentinel(e: Engine) -> list[dict[str, Any]]:
 
 SCENARIOS = [
     Scenario("steady-decode", "Two requests decoding with mtp_k=3 drafts that stay on the "
-             "device.", 3, _steady, dict(max_num_batched_tokens=32)),
+             "device.", 3, _steady, options=dict(max_num_batched_tokens=32)),
     Scenario("chunked-prefill", "A 30-token prompt chunked under a 16-token budget beside a "
-             "decoding request, mtp_k=2.", 2, _chunked, dict(max_num_batched_tokens=16)),
+             "decoding request, mtp_k=2.", 2, _chunked, options=dict(max_num_batched_tokens=16)),
     Scenario("mixed-batch", "Decode requests and new prefills in one batch, sorted "
-             "decodes first, mtp_k=3.", 3, _mixed, dict(max_num_batched_tokens=32)),
+             "decodes first, mtp_k=3.", 3, _mixed, options=dict(max_num_batched_tokens=32)),
     Scenario("prefix-cache-hit", "A partial and a full prefix-cache hit; the fully cached "
              "request is scheduled with [-1] * k draft slots, which MRV2 fills from its "
              "zeroed device row and rejects as placeholders.", 2, _prefix,
-             dict(max_num_batched_tokens=32)),
+             options=dict(max_num_batched_tokens=32)),
     Scenario("dynamic-k", "Dynamic speculative decoding: K_t=3 at batch size 1 and K_t=1 "
              "above; the speculator's columns past K_t are -1 on the device.", 3, _dynamic,
-             dict(max_num_batched_tokens=32, dynamic_k=[(1, 1, 3), (2, 8, 1)])),
+             options=dict(max_num_batched_tokens=32, dynamic_k=[(1, 1, 3), (2, 8, 1)])),
     Scenario("async-scheduling", "AsyncScheduler, one step ahead of the results: its "
              "[-1] * K_t placeholders are the draft counts; MRV2 copies the drafts from the "
-             "device.", 2, _async, dict(max_num_batched_tokens=16), async_scheduling=True),
+             "device.", 2, _async, options=dict(max_num_batched_tokens=16),
+             async_scheduling=True),
     Scenario("over-scheduled-drafts", "A buggy scheduler (the mutation is the recorder's): "
              "under dynamic K it schedules r1 three draft slots while MRV2's device row "
              "holds one real draft and -1 after it; MRV2's own combine kernel copies the "
              "-1 into input_ids, which the target would embed.", 3, _over_scheduled,
-             dict(max_num_batched_tokens=32, dynamic_k=[(1, 1, 3), (2, 8, 1)]),
+             options=dict(max_num_batched_tokens=32, dynamic_k=[(1, 1, 3), (2, 8, 1)]),
              expect=_first_sentinel),
 ]
 
