@@ -87,8 +87,11 @@ def all_within(a: np.ndarray, hi: int) -> bool:
 
 
 def _numpy_first_outside(a: np.ndarray, lo: int, hi: int) -> int | None:
-    if all_within(a, hi) if lo == 0 else (
-            not a.size or (_minimum(a, None) >= lo and _maximum(a, None) < hi)):
+    if lo == 0:
+        clean = all_within(a, hi)
+    else:
+        clean = not a.size or bool(_minimum(a, None) >= lo and _maximum(a, None) < hi)
+    if clean:
         return None
     bad = (a < lo) | (a >= hi)
     return int(np.flatnonzero(bad)[0])
