@@ -1,31 +1,47 @@
 """specguard adapters: how engines adopt the contracts.
 
+Engine-neutral, in this folder:
+
 * :func:`guard` decorates a runner method; :func:`guard_runner` and
   :func:`guard_scheduler` put the same checks around objects you cannot edit;
-* :class:`~specguard.adapters.atom.AtomView` and
-  :class:`~specguard.adapters.vllm.VllmView` read ATOM's and vLLM's own objects by
-  duck typing (neither engine is imported);
-* :mod:`~specguard.adapters.atom_install` puts them around a live ATOM ``ModelRunner`` in
-  one call (``install_atom(runner)``, ``uninstall_atom(runner)``);
-* :class:`~specguard.adapters.step_tracker.StepTracker` checks each step against the previous one;
+* :class:`~specguard.adapters.step_tracker.StepTracker` checks each step against the
+  previous one;
 * :func:`~specguard.adapters.ranks.check_ranks` checks that data-parallel ranks agree on
   each step, from one small all-gather of :class:`~specguard.adapters.ranks.RankStep` rows;
-* :func:`install_vllm` / :func:`uninstall_vllm` (module
-  :mod:`specguard.adapters.vllm_install`) put the vLLM checks on a live
-  ``GPUModelRunner``, and :mod:`specguard.adapters.vllm_plugin` does it from vLLM's plugin
-  hook when ``SPECGUARD_MODE`` is on;
 * :mod:`specguard.adapters.snapshots` writes a violation to a file that ``specguard check``
   re-validates (an unreadable one is a :class:`SnapshotError`);
   :mod:`specguard.adapters.pytest_plugin` turns every guard on for a test run.
 
+One folder per engine under :mod:`specguard.adapters.engines`, each with the same shape
+(:class:`EngineView`, an installer, its own range of rule codes; see :data:`ENGINES`):
+
+* ATOM: :class:`AtomView`; :func:`install_atom` / :func:`uninstall_atom` put it around a
+  live ``ModelRunner``;
+* vLLM: :class:`VllmView` (the V1 runner) and :class:`Mrv2View` (Model Runner V2);
+  :func:`install_vllm` / :func:`uninstall_vllm` put them on a live ``GPUModelRunner``,
+  and :mod:`specguard.adapters.engines.vllm.plugin` does it from vLLM's plugin hook when
+  ``SPECGUARD_MODE`` is on.
+
+An installer refuses a runner it does not know with :class:`UnsupportedEngine`.
 Knows the contracts; knows no runner.
 """
 
-from specguard.adapters import atom_install as atom_install
 from specguard.adapters._guard import guard as guard
-from specguard.adapters.atom import AtomView as AtomView
-from specguard.adapters.atom_install import install as install_atom
-from specguard.adapters.atom_install import uninstall as uninstall_atom
+from specguard.adapters.engines import ENGINES as ENGINES
+from specguard.adapters.engines import Engine as Engine
+from specguard.adapters.engines import EngineInstaller as EngineInstaller
+from specguard.adapters.engines import EngineView as EngineView
+from specguard.adapters.engines import UnsupportedEngine as UnsupportedEngine
+from specguard.adapters.engines.atom.install import install as install_atom
+from specguard.adapters.engines.atom.install import installed as atom_installed
+from specguard.adapters.engines.atom.install import uninstall as uninstall_atom
+from specguard.adapters.engines.atom.view import AtomView as AtomView
+from specguard.adapters.engines.vllm.install import install as install_vllm
+from specguard.adapters.engines.vllm.install import installed as vllm_installed
+from specguard.adapters.engines.vllm.install import uninstall as uninstall_vllm
+from specguard.adapters.engines.vllm.mrv2.view import Mrv2View as Mrv2View
+from specguard.adapters.engines.vllm.view import VllmStep as VllmStep
+from specguard.adapters.engines.vllm.view import VllmView as VllmView
 from specguard.adapters.proxies import guard_runner as guard_runner
 from specguard.adapters.proxies import guard_scheduler as guard_scheduler
 from specguard.adapters.proxies import is_guarded as is_guarded
@@ -38,15 +54,14 @@ from specguard.adapters.step_tracker import StepLinks as StepLinks
 from specguard.adapters.step_tracker import StepPlan as StepPlan
 from specguard.adapters.step_tracker import StepState as StepState
 from specguard.adapters.step_tracker import StepTracker as StepTracker
-from specguard.adapters.vllm import VllmStep as VllmStep
-from specguard.adapters.vllm import VllmView as VllmView
-from specguard.adapters.vllm_install import UnsupportedVllm as UnsupportedVllm
-from specguard.adapters.vllm_install import install as install_vllm
-from specguard.adapters.vllm_install import installed as vllm_installed
-from specguard.adapters.vllm_install import uninstall as uninstall_vllm
 
 __all__ = [
+    "ENGINES",
     "AtomView",
+    "Engine",
+    "EngineInstaller",
+    "EngineView",
+    "Mrv2View",
     "RankAgreement",
     "RankStep",
     "SnapshotError",
@@ -54,9 +69,10 @@ __all__ = [
     "StepPlan",
     "StepState",
     "StepTracker",
-    "UnsupportedVllm",
+    "UnsupportedEngine",
     "VllmStep",
     "VllmView",
+    "atom_installed",
     "check_ranks",
     "guard",
     "guard_runner",

@@ -2,11 +2,12 @@
 
 The adapters' rules (step to step, ATOM's layout, vLLM's conventions) are broken through
 the adapters themselves: a :class:`~specguard.adapters.step_tracker.StepTracker` fed two
-steps, an :class:`~specguard.adapters.atom.AtomView` or a
-:class:`~specguard.adapters.vllm.VllmView` fed an engine's own objects (stand-ins with the
-engine's field names). :data:`EXAMPLES` and :data:`STORIES` join them with the contract
-rules' examples of :mod:`specguard.contracts.examples`: one broken object for every rule
-of the catalogue, which the docs print and the tests hold the registry to.
+steps, an :class:`~specguard.adapters.engines.atom.view.AtomView` or a
+:class:`~specguard.adapters.engines.vllm.view.VllmView` fed an engine's own objects
+(stand-ins with the engine's field names). :data:`EXAMPLES` and :data:`STORIES` join
+them with the contract rules' examples of :mod:`specguard.contracts.examples`: one broken
+object for every rule of the catalogue, which the docs print and the tests hold the
+registry to.
 """
 
 from __future__ import annotations
@@ -18,10 +19,11 @@ from typing import Any
 import numpy as np
 
 from specguard import contracts as sg
-from specguard.adapters.atom import AtomView
+from specguard.adapters.engines.atom.view import AtomView
+from specguard.adapters.engines.vllm.mrv2.view import Mrv2View
+from specguard.adapters.engines.vllm.view import VllmView
 from specguard.adapters.ranks import RankStep, check_ranks
 from specguard.adapters.step_tracker import StepTracker
-from specguard.adapters.vllm import VllmView
 from specguard.contracts import ContractViolation
 from specguard.contracts import examples as contract_examples
 from specguard.contracts.examples import (
@@ -192,12 +194,12 @@ def _mrv2_input_batch(**changes: Any) -> SimpleNamespace:
 
 def _mrv2(batch: SimpleNamespace, *, sampled: Any = None, drafts: Any = None,
           num_speculative_tokens: int = _MTP_K) -> None:
-    view = VllmView(mtp_k=_MTP_K, vocab_size=_VOCAB)
-    checked = view.mrv2_input_batch(batch, max_num_reqs=8)
+    view = Mrv2View(mtp_k=_MTP_K, vocab_size=_VOCAB)
+    checked = view.schedule(batch, max_num_reqs=8)
     if sampled is not None:
-        view.mrv2_sampled(checked, sampled)
+        view.verified(checked, sampled)
     if drafts is not None:
-        view.mrv2_drafted(checked, drafts, num_speculative_tokens=num_speculative_tokens)
+        view.drafted(checked, drafts, num_speculative_tokens=num_speculative_tokens)
 
 
 def _mrv2_sampled(**changes: Any) -> SimpleNamespace:
@@ -255,35 +257,35 @@ _ADAPTER_EXAMPLES = (
             "(`VllmView`)",
             lambda: _vllm_schedule(_scheduler_output(total_num_scheduled_tokens=12))),
     Example("SG623", "an MRV2 InputBatch whose query_start_loc gives req-b 5 tokens of 6 "
-            "scheduled (`VllmView.mrv2_input_batch`)",
+            "scheduled (`Mrv2View.schedule`)",
             lambda: _mrv2(_mrv2_input_batch(num_scheduled_tokens=_ids(4, 6), num_tokens=10))),
     Example("SG624", "an MRV2 cu_num_logits that gives req-a three logits rows for three "
-            "drafts (`VllmView.mrv2_input_batch`)",
+            "drafts (`Mrv2View.schedule`)",
             lambda: _mrv2(_mrv2_input_batch(cu_num_logits_np=_ids(0, 3, 5)))),
     Example("SG625", "MRV2's logits row for req-b one token before the end of its span "
-            "(`VllmView.mrv2_input_batch`)",
+            "(`Mrv2View.schedule`)",
             lambda: _mrv2(_mrv2_input_batch(logits_indices=np.array([0, 1, 2, 3, 7])))),
     Example("SG626", "req-a and req-b mapped to one request-state row "
-            "(`VllmView.mrv2_input_batch`)",
+            "(`Mrv2View.schedule`)",
             lambda: _mrv2(_mrv2_input_batch(idx_mapping_np=np.array([5, 5])))),
     Example("SG627", "req-a scheduled four draft slots for a three-step speculator "
-            "(`VllmView.mrv2_input_batch`)",
+            "(`Mrv2View.schedule`)",
             lambda: _mrv2(_mrv2_input_batch(
                 num_draft_tokens_per_req=_ids(4, 0), num_scheduled_tokens=_ids(5, 4),
                 cu_num_logits_np=_ids(0, 5, 6), logits_indices=np.array([0, 1, 2, 3, 4, 8]),
                 query_start_loc_np=_ids(0, 5, 9), query_start_loc=_ids(0, 5, 9)))),
     Example("SG628", "a -1 copied from req-a's device draft row into MRV2's input_ids "
-            "(`VllmView.mrv2_input_batch`)",
+            "(`Mrv2View.schedule`)",
             lambda: _mrv2(_mrv2_input_batch(
                 input_ids=np.array([501, 502, -1, -1, 11, 12, 13, 14, 15])))),
-    Example("SG629", "req-b, mid-prefill, sampling a token (`VllmView.mrv2_sampled`)",
+    Example("SG629", "req-b, mid-prefill, sampling a token (`Mrv2View.verified`)",
             lambda: _mrv2(_mrv2_input_batch(), sampled=_mrv2_sampled(
                 num_sampled=_ids(2, 1)))),
-    Example("SG630", "req-a's accepted draft sampled as -1 (`VllmView.mrv2_sampled`)",
+    Example("SG630", "req-a's accepted draft sampled as -1 (`Mrv2View.verified`)",
             lambda: _mrv2(_mrv2_input_batch(), sampled=_mrv2_sampled(
                 sampled_token_ids=np.array([[-1, 77, 9999, 9999], [9999] * 4])))),
     Example("SG631", "a -1 among the K_t=2 drafts MRV2 stores for req-b "
-            "(`VllmView.mrv2_drafted`)",
+            "(`Mrv2View.drafted`)",
             lambda: _mrv2(_mrv2_input_batch(), num_speculative_tokens=2,
                           drafts=np.array([[7, 8, -1], [9, -1, -1]]))),
     Example("SG701", "rank 1's own batch broke SG101 in the previous step (`check_ranks`)",

@@ -162,8 +162,9 @@ def guard_scheduler(scheduler: T, view: Callable[[Any], Any], *, method: str = "
     """``scheduler`` whose ``method`` result passes through ``view`` before it is returned.
 
     ``view`` builds contract objects from the engine's own batch (e.g.
-    :class:`specguard.adapters.atom.AtomView`), which validates it: in strict mode a broken batch
-    raises here, before any runner sees it. The result itself is returned unchanged.
+    :class:`specguard.adapters.engines.atom.view.AtomView`), which validates it: in strict
+    mode a broken batch raises here, before any runner sees it. The result itself is
+    returned unchanged.
     """
     return guard_runner(scheduler, {method: {_RETURN: view}})
 

@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 from specguard.adapters import _snapshot_format as fmt
-from specguard.adapters._atom_layout import AtomLayout
 from specguard.adapters._snapshot_write import (
     ENV_DIR,
     MAX_PER_PROCESS,
@@ -32,12 +31,9 @@ from specguard.adapters._snapshot_write import (
     capture_object,
     write,
 )
-from specguard.adapters._step_rules import DraftRows, StepTransition, VerifyRows
-from specguard.adapters._vllm_schedule import VllmSchedule
-from specguard.adapters.ranks import RankAgreement
 from specguard.adapters.step_tracker import StepState
 from specguard.contracts import (
-    BOUNDARY_OBJECTS,
+    REGISTRY,
     BoundaryObject,
     Collect,
     Config,
@@ -46,6 +42,7 @@ from specguard.contracts import (
     Mode,
     SpecguardError,
     Violation,
+    boundary_classes,
     checking,
     fields_of,
     validate,
@@ -94,10 +91,11 @@ class Opaque:
 
 
 def known_types() -> dict[str, type[BoundaryObject]]:
-    """Every boundary object a snapshot may hold, by name."""
-    extra = (StepState, StepTransition, VerifyRows, DraftRows, AtomLayout, VllmSchedule,
-             RankAgreement)
-    return {cls.__name__: cls for cls in (*BOUNDARY_OBJECTS, *extra)}
+    """Every boundary object a snapshot may hold, by name: every class declared with
+    ``@boundary_object`` by specguard (importing this module imports every layer that
+    declares one) and by the modules of the ``specguard.rules`` entry points."""
+    len(REGISTRY)  # reading the catalogue whole imports the entry points' modules
+    return boundary_classes()
 
 
 def load(path: str | Path) -> Snapshot:

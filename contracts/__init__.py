@@ -38,6 +38,7 @@ from specguard.contracts._core._config import configure as configure
 from specguard.contracts._core._config import current as current_config
 from specguard.contracts._core._config import restore as restore_config
 from specguard.contracts._core._contract import BoundaryObject as BoundaryObject
+from specguard.contracts._core._contract import boundary_classes as boundary_classes
 from specguard.contracts._core._contract import boundary_object as boundary_object
 from specguard.contracts._core._deferred import flush_deferred as flush_deferred
 from specguard.contracts._core._deferred import pending_count as pending_deferred
@@ -66,15 +67,13 @@ from specguard.contracts._core._violation import Finding as Finding
 from specguard.contracts._core._violation import Violation as Violation
 from specguard.contracts._core._warn import warn as warn
 
-#: Every boundary object, in the order a step crosses them.
-BOUNDARY_OBJECTS: tuple[type[BoundaryObject], ...] = (
-    ScheduledBatch,
-    DraftTokens,
-    ModelInput,
-    VerifyOutput,
-    DrafterInput,
-    DrafterOutput,
-)
+#: Every boundary object of the contracts, in the order a step crosses them: read from
+#: the class registry (:func:`boundary_classes`), so a new one is listed where it is
+#: declared.
+BOUNDARY_OBJECTS: tuple[type[BoundaryObject], ...] = tuple(sorted(
+    (cls for cls in boundary_classes().values()
+     if cls.__module__.startswith("specguard.contracts.")),
+    key=lambda cls: list(Boundary).index(Boundary(cls.__sg_boundary__))))
 
 
 def fields_of(cls: type[BoundaryObject]) -> tuple[ArrayField | ScalarField, ...]:
@@ -115,6 +114,7 @@ __all__ = [
     "Values",
     "VerifyOutput",
     "Violation",
+    "boundary_classes",
     "boundary_object",
     "checking",
     "configure",

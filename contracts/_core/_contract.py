@@ -2,7 +2,10 @@
 
 ``@boundary_object(Boundary.SCHEDULE)`` makes the class a frozen, slotted, keyword-only
 dataclass, compiles its jaxtyping annotations into field specs and a fast metadata
-check (once, here), and validates every instance when it is built.
+check (once, here), validates every instance when it is built, and registers the class
+by name (:func:`boundary_classes`), the way ``@rule`` registers a rule: what lists
+boundary classes (the snapshots' readable types, ``BOUNDARY_OBJECTS``) reads the
+registry instead of keeping a list of its own.
 """
 
 from __future__ import annotations
@@ -22,9 +25,13 @@ if sys.version_info >= (3, 11):  # typing has it: one import less at start-up
 else:  # pragma: no cover - Python 3.10
     from typing_extensions import dataclass_transform
 
-__all__ = ["BoundaryObject", "boundary_object"]
+__all__ = ["BoundaryObject", "boundary_classes", "boundary_object"]
 
 T = TypeVar("T")
+
+# Every boundary class defined so far, by name, in the order they were defined (a class
+# defined again under the same name, as in a notebook, replaces the first).
+_CLASSES: dict[str, type[BoundaryObject]] = {}
 
 
 class BoundaryObject:
@@ -71,6 +78,14 @@ def boundary_object(
         plan = Plan(made.__name__, fields)  # its metadata predicate is compiled at first use
         made.__sg_plan__ = plan  # type: ignore[attr-defined]
         made.__sg_boundary__ = boundary.value  # type: ignore[attr-defined]
+        _CLASSES.pop(made.__name__, None)  # a redefinition moves to the end
+        _CLASSES[made.__name__] = made  # type: ignore[assignment]
         return made
 
     return build
+
+
+def boundary_classes() -> dict[str, type[BoundaryObject]]:
+    """Every class made by :func:`boundary_object` in this process, by name, in the
+    order they were defined (a copy)."""
+    return dict(_CLASSES)

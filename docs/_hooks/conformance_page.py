@@ -12,12 +12,16 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
+from specguard.adapters import ENGINES
 from specguard.adapters.corpus import Corpus, corpus_files, read_corpus
 
 __all__ = ["CORPUS", "conformance_tables"]
 
 CORPUS = Path(__file__).resolve().parents[2] / "tests" / "conformance" / "corpus"
-_ENGINES = {"atom": "ATOM", "vllm": "vLLM", "vllm-mrv2": "vLLM Model Runner V2"}
+# Each corpus folder's title, as its engine registered it (a folder no engine claims is
+# shown under its own name).
+_ENGINES = {folder: title for engine in ENGINES.values()
+            for folder, title in engine.corpus.items()}
 
 
 def _result(corpus: Corpus) -> str:

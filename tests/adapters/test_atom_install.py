@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 from specguard import contracts
-from specguard.adapters import atom_install, install_atom, uninstall_atom
+from specguard.adapters import UnsupportedEngine, install_atom, uninstall_atom
 from specguard.adapters.corpus import read_corpus
+from specguard.adapters.engines.atom import install as atom_install
 
 CORPUS = Path(__file__).parents[1] / "conformance" / "corpus" / "atom"
 
@@ -123,28 +124,28 @@ def test_install_refuses_a_runner_whose_signatures_it_does_not_know():
     _, runner = _steps("042e8f1c0", "steady-decode-k1")
     runner.postprocess = lambda batch, logits: None
     del runner.tokenID_processor
-    with pytest.raises(atom_install.InstallError, match=re.escape(
-            "specguard.adapters.atom_install cannot install on ModelRunner: "
+    with pytest.raises(UnsupportedEngine, match=re.escape(
+            "specguard.adapters.engines.atom.install cannot install on ModelRunner: "
             "postprocess(batch, logits) is not postprocess(batch, logits, temperatures, "
             "top_ks, top_ps, all_greedy, hidden_states, needs_independent_noise); "
             "it has no tokenID_processor (known: ATOM ModelRunner from 80b5b02be to "
             "ffdf3bb5d)")):
         install_atom(runner)
-    with pytest.raises(atom_install.InstallError, match="has no method forward"):
+    with pytest.raises(UnsupportedEngine, match="has no method forward"):
         install_atom(types.SimpleNamespace(postprocess=None))
     # A setup mistake, not a broken batch: `except ContractViolation` must not swallow it.
-    assert issubclass(atom_install.InstallError, contracts.ConfigError)
-    assert not issubclass(atom_install.InstallError, contracts.ContractViolation)
+    assert issubclass(UnsupportedEngine, contracts.SpecguardError)
+    assert not issubclass(UnsupportedEngine, contracts.ContractViolation | contracts.ConfigError)
 
 
 def test_install_twice_is_refused_and_uninstall_of_nothing_too():
     """Installing on an installed runner, or uninstalling a bare one, says so."""
     _, runner = _steps("042e8f1c0", "steady-decode-k1")
     install_atom(runner)
-    with pytest.raises(atom_install.InstallError, match="already installed"):
+    with pytest.raises(UnsupportedEngine, match="already installed"):
         install_atom(runner)
     uninstall_atom(runner)
-    with pytest.raises(atom_install.InstallError, match="not installed"):
+    with pytest.raises(UnsupportedEngine, match="not installed"):
         uninstall_atom(runner)
 
 

@@ -16,9 +16,9 @@ from vllm_engine import scheduler_output
 
 from specguard import contracts
 from specguard.adapters import AtomView, StepTracker, VllmView
-from specguard.adapters import atom as atom_view
-from specguard.adapters import vllm as vllm_view
-from specguard.adapters._vllm_drafts import dense_drafts
+from specguard.adapters.engines.atom import view as atom_view
+from specguard.adapters.engines.vllm import _readers as vllm_readers
+from specguard.adapters.engines.vllm._drafts import dense_drafts
 from specguard.contracts.ops import is_int
 
 K = 3
@@ -149,7 +149,7 @@ def test_atom_cache_groups_read_in_one_pass_agree_with_one_by_one(groups,
 
 def _counts_one_by_one(values, order):
     """The per-request reading of ``num_scheduled_tokens``."""
-    return np.array([vllm_view._count(v, r) for v, r in zip(values, order, strict=True)],
+    return np.array([vllm_readers.count_of(v, r) for v, r in zip(values, order, strict=True)],
                     dtype=np.int64)
 
 
@@ -166,7 +166,7 @@ def test_vllm_counts_read_in_one_pass_agree_with_one_by_one(values):
         except OverflowError:
             return "foreign", "OverflowError"
 
-    assert outcome(vllm_view._counts) == outcome(_counts_one_by_one)
+    assert outcome(vllm_readers.counts_of) == outcome(_counts_one_by_one)
 
 
 @given(entries=st.dictionaries(st.sampled_from(["a", "b", "c", "x"]), st.one_of(
@@ -176,11 +176,11 @@ def test_vllm_counts_read_in_one_pass_agree_with_one_by_one(values):
 def test_vllm_listed_counts_agree_with_one_by_one(entries, order):
     """Listed draft counts of any entries, repeated requests included, are what ``len`` (0
     without one) gives per request, whether read from the lists or from the dense rows."""
-    expected = [vllm_view._length(entries.get(r)) for r in order]
+    expected = [vllm_readers.length_of(entries.get(r)) for r in order]
     order = tuple(order)
-    assert vllm_view._listed_counts(entries, order).tolist() == expected
+    assert vllm_readers.listed_counts(entries, order).tolist() == expected
     dense = dense_drafts(order, entries, K)
-    assert vllm_view._listed_counts(entries, order, dense, K).tolist() == expected
+    assert vllm_readers.listed_counts(entries, order, dense, K).tolist() == expected
 
 
 def _dense_one_by_one(order, drafts, mtp_k):
@@ -248,7 +248,7 @@ def test_vllm_computed_tokens_agree_with_one_by_one(ids, values):
     except OverflowError:
         expected = ("foreign", "OverflowError")
     try:
-        found = ("ok", vllm_view._computed(output, order).tolist())
+        found = ("ok", vllm_readers.computed_tokens(output, order).tolist())
     except OverflowError:
         found = ("foreign", "OverflowError")
     assert found == expected
@@ -280,7 +280,7 @@ def test_vllm_computed_tokens_of_the_batch_in_order_agree_with_one_by_one(values
 
     def read(**options):
         try:
-            return vllm_view._computed(output, order, **options).tolist()
+            return vllm_readers.computed_tokens(output, order, **options).tolist()
         except OverflowError:
             return "OverflowError"
 

@@ -20,14 +20,14 @@ from vllm_traffic import scheduler_output
 
 from specguard import contracts
 from specguard.adapters import (
-    UnsupportedVllm,
+    UnsupportedEngine,
     install_vllm,
     uninstall_vllm,
     vllm_installed,
-    vllm_plugin,
 )
 from specguard.adapters.corpus import read_corpus
-from specguard.adapters.vllm_install import installation_of
+from specguard.adapters.engines.vllm import plugin as vllm_plugin
+from specguard.adapters.engines.vllm.install import installation_of
 
 CORPUS = Path(__file__).parents[1] / "conformance" / "corpus" / "vllm"
 
@@ -161,7 +161,7 @@ def test_uninstall_restores_the_runner_and_its_drafter():
 
 def test_install_refuses_a_release_it_does_not_know():
     """An unlisted vLLM version is refused, saying how to map it to a known one."""
-    with pytest.raises(UnsupportedVllm, match=re.escape(
+    with pytest.raises(UnsupportedEngine, match=re.escape(
             "specguard knows the runners of vLLM 0.11.0, 0.11.1, 0.33.0; this is vLLM "
             "0.12.0. If its GPUModelRunner and drafter match one of those, pass "
             "version='<that release>'")):
@@ -172,7 +172,7 @@ def test_install_refuses_a_method_whose_signature_changed():
     """A drafter.propose with another parameter list than the release's is refused, and
     the runner is left untouched."""
     runner = _Runner(mtp_k=2, drafter=_Drafter033())
-    with pytest.raises(UnsupportedVllm, match=re.escape(
+    with pytest.raises(UnsupportedEngine, match=re.escape(
             "_Drafter033.propose('num_speculative_tokens', 'target_token_ids', ") + ".*" +
             re.escape("does not start with the parameters of vLLM 0.11.1")):
         install_vllm(runner, version="0.11.1")
@@ -183,17 +183,17 @@ def test_install_refuses_model_runner_v2_without_a_speculator_or_of_another_rele
     """Model Runner V2 without a speculator, or read as a release other than 0.33.0, and a
     runner without speculative decoding are refused by name."""
     v2 = type("GPUModelRunner", (), {"__module__": "vllm.v1.worker.gpu.model_runner"})()
-    with pytest.raises(UnsupportedVllm, match=re.escape(
+    with pytest.raises(UnsupportedEngine, match=re.escape(
             "this Model Runner V2 has no speculator: specguard checks the MTP/EAGLE "
             "boundaries and has nothing to check")):
         install_vllm(v2, version="0.33.0")
-    with pytest.raises(UnsupportedVllm, match=re.escape(
+    with pytest.raises(UnsupportedEngine, match=re.escape(
             "specguard knows Model Runner V2 of vLLM 0.33.0 only; this is read as vLLM "
-            "0.11.1. Check its hand-overs by hand with VllmView.mrv2_input_batch()")):
+            "0.11.1. Check its hand-overs by hand with Mrv2View.schedule()")):
         install_vllm(v2, version="0.11.1")
     plain = _Runner(mtp_k=2)
     plain.speculative_config = None
-    with pytest.raises(UnsupportedVllm, match="this runner has no speculative decoding"):
+    with pytest.raises(UnsupportedEngine, match="this runner has no speculative decoding"):
         install_vllm(plain, version="0.11.1")
 
 
@@ -201,15 +201,15 @@ def test_install_twice_is_refused():
     """A second install on the same runner is an error, not a double wrap."""
     runner = _Runner(mtp_k=2)
     install_vllm(runner, version="0.11.1")
-    with pytest.raises(UnsupportedVllm, match="already installed"):
+    with pytest.raises(UnsupportedEngine, match="already installed"):
         install_vllm(runner, version="0.11.1")
 
 
 def test_plugin_entry_point_is_declared_for_vllm():
-    """pip install specguard registers specguard.adapters.vllm_plugin:register."""
+    """pip install specguard registers specguard.adapters.engines.vllm.plugin:register."""
     points = importlib.metadata.entry_points(group="vllm.general_plugins")
     assert [p.value for p in points if p.name == "specguard"] == [
-        "specguard.adapters.vllm_plugin:register"]
+        "specguard.adapters.engines.vllm.plugin:register"]
 
 
 def test_plugin_does_nothing_when_checks_are_off():
@@ -278,7 +278,7 @@ def test_plugin_patches_the_runner_module_when_vllm_imports_it(
 
 def test_importing_specguard_imports_neither_vllm_nor_the_runner():
     """The plugin module and install() import vLLM only when they run."""
-    code = ("import sys, specguard.adapters, specguard.adapters.vllm_plugin; "
+    code = ("import sys, specguard.adapters, specguard.adapters.engines.vllm.plugin; "
             "print(sorted(m for m in sys.modules if m == 'vllm' or m.startswith('vllm.')))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True)
@@ -296,5 +296,5 @@ def test_plugin_leaves_a_model_runner_v2_stage_without_a_speculator_alone():
     with contracts.checking(mode="strict"):
         vllm_plugin._install(runner)
     assert installation_of(runner) is None
-    with contracts.checking(mode="strict"), pytest.raises(UnsupportedVllm, match="speculator"):
+    with contracts.checking(mode="strict"), pytest.raises(UnsupportedEngine, match="speculator"):
         install_vllm(runner, version="0.33.0")

@@ -16,9 +16,9 @@ import pytest
 from vllm_traffic import scheduler_output
 
 from specguard import contracts
-from specguard.adapters import UnsupportedVllm, install_vllm, uninstall_vllm
+from specguard.adapters import UnsupportedEngine, install_vllm, uninstall_vllm
 from specguard.adapters.corpus import read_corpus
-from specguard.adapters.vllm_install import installation_of
+from specguard.adapters.engines.vllm.install import installation_of
 
 CORPUS = Path(__file__).parents[1] / "conformance" / "corpus" / "vllm-mrv2" / "0.33.0"
 
@@ -113,7 +113,7 @@ def test_install_refuses_a_model_runner_v2_speculator_of_another_signature():
     and the runner is left untouched."""
     runner = GPUModelRunner(mtp_k=3)
     runner.speculator = SimpleNamespace(propose=lambda drafts, k: None)
-    with pytest.raises(UnsupportedVllm, match=re.escape(
+    with pytest.raises(UnsupportedEngine, match=re.escape(
             "propose('drafts', 'k') does not start with the parameters of vLLM 0.33.0 "
             "(Model Runner V2)")):
         install_vllm(runner, version="0.33.0")

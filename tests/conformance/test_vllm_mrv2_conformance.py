@@ -1,5 +1,5 @@
 """vLLM Model Runner V2's own traffic (vLLM 0.33.0's scheduler, MRV2's GPUModelRunner
-methods and triton kernels, recorded on CPU), replayed through ``VllmView``: valid
+methods and triton kernels, recorded on CPU), replayed through ``Mrv2View``: valid
 traffic gives no violation at full depth, buggy traffic the right rule naming the
 request and its batch position."""
 
@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from vllm_traffic import scheduler_output
 
 from specguard import contracts
-from specguard.adapters import VllmView
+from specguard.adapters import Mrv2View
 from specguard.adapters.corpus import Corpus, corpus_files, read_corpus
 
 CORPUS = Path(__file__).parent / "corpus" / "vllm-mrv2"
@@ -31,9 +31,8 @@ def _corpus(scenario: str) -> Corpus:
     return read_corpus(CORPUS / "0.33.0" / f"{scenario}.json")
 
 
-def _view(corpus: Corpus) -> VllmView:
-    return VllmView(mtp_k=corpus.config["mtp_k"], vocab_size=corpus.config["vocab_size"],
-                    version=corpus.engine_version)
+def _view(corpus: Corpus) -> Mrv2View:
+    return Mrv2View(mtp_k=corpus.config["mtp_k"], vocab_size=corpus.config["vocab_size"])
 
 
 def _replay(corpus: Corpus, change: Any = None) -> list[contracts.Violation]:
@@ -49,15 +48,16 @@ def _replay(corpus: Corpus, change: Any = None) -> list[contracts.Violation]:
                 change(event.event, fields)
             try:
                 if event.event == "schedule":
-                    view.schedule(scheduler_output(fields), req_ids=fields["req_ids"])
+                    view.scheduler_view.schedule(scheduler_output(fields),
+                                                 req_ids=fields["req_ids"])
                 elif event.event == "input_batch":
-                    batch = view.mrv2_input_batch(
+                    batch = view.schedule(
                         SimpleNamespace(**fields), max_num_reqs=corpus.config["max_num_reqs"])
                 elif event.event == "sampled" and batch is not None:
-                    view.mrv2_sampled(batch, SimpleNamespace(**fields))
+                    view.verified(batch, SimpleNamespace(**fields))
                 elif event.event == "drafted" and batch is not None:
-                    view.mrv2_drafted(batch, fields["draft_tokens"],
-                                      num_speculative_tokens=fields["num_speculative_tokens"])
+                    view.drafted(batch, fields["draft_tokens"],
+                                 num_speculative_tokens=fields["num_speculative_tokens"])
             except contracts.ContractViolation as error:
                 found.extend(error.violations)
                 break
@@ -175,10 +175,10 @@ def test_mrv2_minus_one_in_input_ids_passes_at_metadata_depth():
     batch = next(b for b in _events(corpus, "input_batch") if -1 in b["input_ids"].tolist())
     view = _view(corpus)
     with contracts.checking(mode="strict", depth="metadata"):
-        view.mrv2_input_batch(SimpleNamespace(**batch))
+        view.schedule(SimpleNamespace(**batch))
     with contracts.checking(mode="strict", depth="essential"), \
             pytest.raises(contracts.ContractViolation, match="SG628"):
-        view.mrv2_input_batch(SimpleNamespace(**batch))
+        view.schedule(SimpleNamespace(**batch))
 
 
 def _mixed_step(change: Any, mtp_k: int = 3) -> list[contracts.Violation]:
@@ -189,10 +189,10 @@ def _mixed_step(change: Any, mtp_k: int = 3) -> list[contracts.Violation]:
                  and b["is_prefilling_np"].any())
     assert batch["req_ids"] == ["r0", "r2", "r1"]
     change(batch)
-    view = VllmView(mtp_k=mtp_k, vocab_size=1000, version="0.33.0")
+    view = Mrv2View(mtp_k=mtp_k, vocab_size=1000)
     with contracts.checking(mode="strict", depth="full"):
         try:
-            view.mrv2_input_batch(SimpleNamespace(**batch), max_num_reqs=8)
+            view.schedule(SimpleNamespace(**batch), max_num_reqs=8)
         except contracts.ContractViolation as error:
             return list(error.violations)
     return []
@@ -287,7 +287,7 @@ def test_mrv2_device_input_ids_give_a_deferred_verdict(monkeypatch):
     for name in ("input_ids", "logits_indices", "query_start_loc"):
         batch[name] = torch.from_numpy(batch[name])
     with contracts.checking(mode="strict", depth="essential", device_values="deferred"):
-        _view(corpus).mrv2_input_batch(SimpleNamespace(**batch))
+        _view(corpus).schedule(SimpleNamespace(**batch))
         assert contracts.pending_deferred() == 1
         with pytest.raises(contracts.DeferredViolation, match="SG628"):
             contracts.flush_deferred()
@@ -296,7 +296,7 @@ def test_mrv2_device_input_ids_give_a_deferred_verdict(monkeypatch):
 def test_mrv2_input_batch_without_its_fields_is_a_contract_violation():
     """An object that is not an InputBatch is reported by rule, not as a foreign error."""
     with contracts.checking(mode="strict"), pytest.raises(contracts.ContractViolation):
-        VllmView(mtp_k=2, vocab_size=1000).mrv2_input_batch(SimpleNamespace())
+        Mrv2View(mtp_k=2, vocab_size=1000).schedule(SimpleNamespace())
 
 
 _DEVICE_FIELDS = ("input_ids", "logits_indices", "query_start_loc", "sampled_token_ids",
@@ -333,20 +333,20 @@ def test_mrv2_tensors_on_a_device_are_checked_as_deferred_verdicts_at_full_depth
 def test_mrv2_checks_off_validate_nothing_and_copy_nothing(monkeypatch):
     """Mode off: the over-scheduled run replays without a violation, and the host arrays
     that only full-depth rules compare are never rebuilt or copied."""
-    from specguard.adapters import _vllm_v2_view
+    from specguard.adapters.engines.vllm.mrv2 import view as mrv2_view
 
     def refuse(*args: Any) -> None:
         raise AssertionError("built with checks off")
 
-    monkeypatch.setattr(_vllm_v2_view, "_tail_rows", refuse)
-    monkeypatch.setattr(_vllm_v2_view, "like", refuse)
+    monkeypatch.setattr(mrv2_view, "_tail_rows", refuse)
+    monkeypatch.setattr(mrv2_view, "like", refuse)
     corpus = _corpus("over-scheduled-drafts")
     view = _view(corpus)
     with contracts.checking(mode="off", depth="full"):
         for batch in _events(corpus, "input_batch"):
-            checked = view.mrv2_input_batch(SimpleNamespace(**batch))
+            checked = view.schedule(SimpleNamespace(**batch))
         for sampled in _events(corpus, "sampled")[-1:]:
-            view.mrv2_sampled(checked, SimpleNamespace(**sampled))
+            view.verified(checked, SimpleNamespace(**sampled))
 
 
 _HOSTILE = [None, "text", 3.5, -7, 10**30, True, [], [[]], [["a"]], {"a": 1}, object(),
@@ -364,16 +364,16 @@ def test_mrv2_hostile_input_batch_fields_are_accepted_or_violations(field, value
     """Any field of a recorded InputBatch replaced by a hostile value is accepted or a
     ContractViolation at every depth, never a foreign exception."""
     fields = _first("mixed-batch", "input_batch") | {field: value}
-    view = VllmView(mtp_k=2, vocab_size=1000, version="0.33.0")
+    view = Mrv2View(mtp_k=2, vocab_size=1000)
     with contracts.checking(mode="strict", depth=depth, collect="all"):
         try:
-            batch = view.mrv2_input_batch(SimpleNamespace(**fields), max_num_reqs=8)
+            batch = view.schedule(SimpleNamespace(**fields), max_num_reqs=8)
         except contracts.ContractViolation:
             return
         # The step's later hand-overs, recorded clean, against what the batch became.
         sampled, drafted = _first("mixed-batch", "sampled"), _first("mixed-batch", "drafted")
-        for call in (lambda: view.mrv2_sampled(batch, SimpleNamespace(**sampled)),
-                     lambda: view.mrv2_drafted(
+        for call in (lambda: view.verified(batch, SimpleNamespace(**sampled)),
+                     lambda: view.drafted(
                          batch, drafted["draft_tokens"],
                          num_speculative_tokens=drafted["num_speculative_tokens"])):
             with contextlib.suppress(contracts.ContractViolation):
@@ -387,10 +387,10 @@ def test_mrv2_hostile_sampler_outputs_are_accepted_or_violations(field, value):
     corpus = _corpus("mixed-batch")
     view = _view(corpus)
     with contracts.checking(mode="strict", depth="full", collect="all"):
-        batch = view.mrv2_input_batch(SimpleNamespace(**_first("mixed-batch", "input_batch")),
+        batch = view.schedule(SimpleNamespace(**_first("mixed-batch", "input_batch")),
                                       max_num_reqs=corpus.config["max_num_reqs"])
         with contextlib.suppress(contracts.ContractViolation):
-            view.mrv2_sampled(batch, SimpleNamespace(**(_first("mixed-batch", "sampled")
+            view.verified(batch, SimpleNamespace(**(_first("mixed-batch", "sampled")
                                                          | {field: value})))
 
 
@@ -400,7 +400,7 @@ def test_mrv2_hostile_drafts_are_accepted_or_violations(value, width):
     corpus = _corpus("mixed-batch")
     view = _view(corpus)
     with contracts.checking(mode="strict", depth="full", collect="all"):
-        batch = view.mrv2_input_batch(SimpleNamespace(**_first("mixed-batch", "input_batch")),
+        batch = view.schedule(SimpleNamespace(**_first("mixed-batch", "input_batch")),
                                       max_num_reqs=corpus.config["max_num_reqs"])
         with contextlib.suppress(contracts.ContractViolation):
-            view.mrv2_drafted(batch, value, num_speculative_tokens=width)
+            view.drafted(batch, value, num_speculative_tokens=width)

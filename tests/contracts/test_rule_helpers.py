@@ -53,6 +53,6 @@ def test_host_value_reads_host_arrays_and_declines_the_rest():
 
 def test_placeholder_is_the_contracts_one():
     """One padding id for the whole project: the adapters reuse the contracts' constant."""
-    from specguard.adapters import vllm
+    from specguard.adapters.engines.vllm import view as vllm
 
     assert ops.PLACEHOLDER == contracts.PLACEHOLDER == vllm.PLACEHOLDER == -1

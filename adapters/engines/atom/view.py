@@ -23,10 +23,10 @@ What it recognises, in ATOM's terms:
 * decode ``context_lens`` include ATOM's placeholders: the view subtracts the rejected
   count the runner will use (for deferred rows, the previous step's, from the tracker);
 * ATOM's layout assumptions (one phase per batch, ``[deferred | new]`` before #1771,
-  ``num_spec_step``): :class:`~specguard.adapters._atom_layout.AtomLayout`, rules
+  ``num_spec_step``): :class:`~specguard.adapters.engines.atom.layout.AtomLayout`, rules
   SG611-SG613;
 * ``Scheduler.schedule()``'s ``(batch, seqs)`` or ``None``, so ``guard_scheduler`` works
-  as is; :mod:`specguard.adapters.atom_install` wraps a live ``ModelRunner`` instead.
+  as is; :mod:`specguard.adapters.engines.atom.install` wraps a live ``ModelRunner`` instead.
 
 ``block_tables`` reaches the contract as a read-only broadcast of one block id per seq
 (its first block, or -1 when its table is empty or shorter than its context), so SG110
@@ -43,9 +43,9 @@ from typing import Any
 
 import numpy as np
 
-from specguard.adapters._atom_layout import AtomLayout
 from specguard.adapters._build import build
 from specguard.adapters._host import host_array
+from specguard.adapters.engines.atom.layout import AtomLayout
 from specguard.adapters.step_tracker import StepLinks, StepPlan, StepState, StepTracker
 from specguard.contracts import (
     Boundary,

@@ -5,7 +5,7 @@ it in every process at start-up. Then::
 
     SPECGUARD_MODE=strict vllm serve ... --speculative-config '{"method": "mtp", ...}'
 
-installs :func:`specguard.adapters.vllm_install.install` on each ``GPUModelRunner`` as it
+installs :func:`specguard.adapters.engines.vllm.install.install` on each ``GPUModelRunner`` as it
 is built. With ``SPECGUARD_MODE`` unset or ``off`` the plugin does nothing at all. It
 imports nothing of vLLM's when it is called: it waits for vLLM to import a runner module
 (only worker processes do): ``vllm.v1.worker.gpu_model_runner``, or Model Runner V2's
@@ -69,8 +69,8 @@ def patch_runner_class(module: ModuleType) -> bool:
 
 
 def _install(runner: Any) -> None:
-    from specguard.adapters._vllm_v2_install import is_model_runner_v2
-    from specguard.adapters.vllm_install import UnsupportedVllm, install
+    from specguard.adapters.engines.vllm.install import UnsupportedEngine, install
+    from specguard.adapters.engines.vllm.mrv2.install import is_model_runner_v2
 
     if getattr(runner, "speculative_config", None) is None:
         return  # no drafts, nothing of specguard's to check
@@ -78,7 +78,7 @@ def _install(runner: Any) -> None:
         return  # Model Runner V2 before the last pipeline stage: it neither samples nor drafts
     try:
         install(runner)
-    except UnsupportedVllm as error:
+    except UnsupportedEngine as error:
         if current_config().mode is Mode.STRICT:
             raise
         _log.warning("specguard: not checking this vLLM runner: %s", error)

@@ -18,9 +18,9 @@ each request's last token; ``-1`` draft slots are vLLM's placeholders where the 
 deals with them (async scheduling: overwritten from the previous step, SG603 with a
 tracker; from 0.33.0 also clamped before any embedding), and never reach an embedding
 (SG301). Request ids are strings: contract seq ids are batch positions, and every message
-also names the request id. :func:`specguard.adapters.vllm_install.install` wires a view
+also names the request id. :func:`specguard.adapters.engines.vllm.install.install` wires a view
 into a live ``GPUModelRunner``. Model Runner V2 (``vllm/v1/worker/gpu/``) has its own
-hand-overs: ``mrv2_input_batch``, ``mrv2_sampled`` and ``mrv2_drafted`` (SG623-SG631).
+view, :class:`~specguard.adapters.engines.vllm.mrv2.view.Mrv2View` (SG623-SG631).
 """
 
 from __future__ import annotations
@@ -34,37 +34,41 @@ import numpy as np
 from specguard.adapters._build import build
 from specguard.adapters._host import host_array
 from specguard.adapters._step_rules import VerifyRows
-from specguard.adapters._vllm_drafter import drafter_fields
-from specguard.adapters._vllm_drafts import dense_drafts, draft_tokens, listed_rows
-from specguard.adapters._vllm_schedule import VllmSchedule
-from specguard.adapters._vllm_v2 import Mrv2Drafts, Mrv2Sampled
-from specguard.adapters._vllm_v2_view import Mrv2Batch, drafts_of, input_batch_of, sampled_of
+from specguard.adapters.engines.vllm._drafter import drafter_fields
+from specguard.adapters.engines.vllm._drafts import dense_drafts, draft_tokens, listed_rows
+from specguard.adapters.engines.vllm._readers import (
+    batch_order,
+    check_keys,
+    computed_tokens,
+    counts_of,
+    draft_width,
+    in_order,
+    listed_counts,
+    read_mapping,
+    rows_of,
+)
+from specguard.adapters.engines.vllm.layout import VllmSchedule
+from specguard.adapters.engines.vllm.release import (
+    KNOWN_VERSIONS,
+    LATEST,
+    MASKING_SINCE,
+    parse_version,
+)
 from specguard.adapters.step_tracker import StepPlan, StepTracker
 from specguard.contracts import (
-    Boundary,
     Depth,
     DrafterInput,
     DrafterOutput,
     DraftTokens,
-    Finding,
     VerifyOutput,
     current_config,
-    report,
 )
-from specguard.contracts.ops import PLACEHOLDER, arange_like, is_int
+from specguard.contracts.ops import PLACEHOLDER, arange_like
 
-__all__ = ["KNOWN_VERSIONS", "PLACEHOLDER", "VllmSchedule", "VllmStep", "VllmView"]
+__all__ = ["KNOWN_VERSIONS", "LATEST", "PLACEHOLDER", "VllmSchedule", "VllmStep", "VllmView",
+           "parse_version"]
 
-_SUBJECT = "vLLM SchedulerOutput"
 
-#: vLLM releases whose traffic the conformance corpus holds, oldest first.
-KNOWN_VERSIONS = ("0.11.0", "0.11.1", "0.33.0")
-#: The release a view reads by default: the newest known one.
-LATEST = KNOWN_VERSIONS[-1]
-#: The first recorded release whose ``GPUModelRunner`` clamps ``-1`` draft slots to 0
-#: before the target embeds them (``_preprocess``), whose rejection sampler rejects a
-#: ``-1`` draft, and whose scheduler pads a fully cached new request with ``[-1] * k``.
-MASKING_SINCE = (0, 33, 0)
 
 
 class StepEntries(NamedTuple):
@@ -182,16 +186,16 @@ class VllmView:
         of the batch has a count, drafts belong to requests of the batch), in C-level
         set operations, and the step reads its entries on first use.
         """
-        counts = _mapping(scheduler_output, "num_scheduled_tokens")
-        drafts = _mapping(scheduler_output, "scheduled_spec_decode_tokens")
-        order = _batch_order(req_ids, counts)
-        width = _draft_width(scheduler_output, self.mtp_k)
+        counts = read_mapping(scheduler_output, "num_scheduled_tokens")
+        drafts = read_mapping(scheduler_output, "scheduled_spec_decode_tokens")
+        order = batch_order(req_ids, counts)
+        width = draft_width(scheduler_output, self.mtp_k)
 
         def read() -> StepEntries:
             return self._read_entries(scheduler_output, order, counts, drafts)
 
         if self.tracker is None and current_config().depth is not Depth.FULL:
-            _check_keys(scheduler_output, order, counts, drafts, ordered=req_ids is None)
+            check_keys(scheduler_output, order, counts, drafts, ordered=req_ids is None)
             return VllmStep(order, np.arange(len(order)), read, width)
         entries = read()
         # A SchedulerOutput without requests runs no forward: the runner returns early
@@ -208,9 +212,9 @@ class VllmView:
     def _read_entries(self, output: Any, order: tuple[str, ...], counts: Mapping[Any, Any],
                  drafts: Mapping[Any, Any]) -> StepEntries:
         """Read the output's dicts into arrays in batch order, and check them."""
-        scheduled = _counts(_in_order(counts, order), order)
+        scheduled = counts_of(in_order(counts, order), order)
         dense = dense_drafts(order, drafts, self.mtp_k)
-        listed = _listed_counts(drafts, order, dense, self.mtp_k)
+        listed = listed_counts(drafts, order, dense, self.mtp_k)
         build(VllmSchedule, {
             "num_tokens": getattr(output, "total_num_scheduled_tokens", None),
             "seq_ids": np.arange(len(order)), "num_scheduled_tokens": scheduled,
@@ -232,7 +236,7 @@ class VllmView:
         out = build(VerifyOutput, {
             "mtp_k": shape[1] - 1 if len(shape) == 2 else self.mtp_k,
             "vocab_size": self.vocab_size,
-            "seq_ids": arange_like(sampled_token_ids, _rows(sampled_token_ids)),
+            "seq_ids": arange_like(sampled_token_ids, rows_of(sampled_token_ids)),
             "token_ids": sampled_token_ids, "num_accepted": accepted}, names=step.req_ids)
         if accepted is None or (self.tracker is None
                                 and current_config().depth is not Depth.FULL):
@@ -259,7 +263,7 @@ class VllmView:
         (vLLM 0.33 dynamic speculative decoding: ``propose(num_speculative_tokens=K_t)``),
         else ``mtp_k``; rows of any other width are SG102.
         """
-        rows = _rows(draft_token_ids)
+        rows = rows_of(draft_token_ids)
         width = step.draft_width if step.draft_width >= 1 else self.mtp_k
         out = build(DrafterOutput, {
             "mtp_k": width, "vocab_size": self.vocab_size,
@@ -333,30 +337,10 @@ class VllmView:
         return StepPlan(
             mtp_k=self.mtp_k, seq_ids=step.tracker_ids,
             is_decode=step.num_draft_tokens > 0,
-            starts=_computed(output, step.req_ids, unique=self._order == step.req_ids),
+            starts=computed_tokens(output, step.req_ids, unique=self._order == step.req_ids),
             num_scheduled=step.num_scheduled, draft_token_ids=rows, num_drafts=counts,
             draft_placeholder=PLACEHOLDER if refills else None,
             num_before_drafts=np.maximum(step.num_scheduled[decode] - listed, 0))
-
-    # -- Model Runner V2 (vLLM 0.33, vllm/v1/worker/gpu/): see specguard.adapters._vllm_v2
-    def mrv2_input_batch(self, input_batch: Any, *, max_num_reqs: int | None = None) -> Mrv2Batch:
-        """Check Model Runner V2's ``InputBatch`` (``GPUModelRunner.prepare_inputs``):
-        spans, logits rows, request-state rows and draft counts from its host arrays;
-        the embedded ids and the logits rows as deferred verdicts on a device."""
-        return input_batch_of(input_batch, mtp_k=self.mtp_k, vocab_size=self.vocab_size,
-                              num_state_rows=max_num_reqs)[1]
-
-    def mrv2_sampled(self, batch: Mrv2Batch, sampler_output: Any) -> Mrv2Sampled:
-        """Check MRV2's ``SamplerOutput`` for the batch: counts, and the sampled ids the
-        scheduler takes (the first ``num_sampled`` of each row; the rest is unset)."""
-        return sampled_of(batch, sampler_output, mtp_k=self.mtp_k, vocab_size=self.vocab_size)
-
-    def mrv2_drafted(self, batch: Mrv2Batch, draft_tokens: Any, *,
-                     num_speculative_tokens: int) -> Mrv2Drafts:
-        """Check the ``(num_reqs, S)`` drafts MRV2 stores on the device for the next step:
-        the first ``K_t`` columns in the vocabulary, ``-1`` allowed after."""
-        return drafts_of(batch, draft_tokens, mtp_k=self.mtp_k, vocab_size=self.vocab_size,
-                         num_speculative_tokens=num_speculative_tokens)
 
 
 class _TrackedNames(Sequence[str]):
@@ -379,35 +363,6 @@ class _TrackedNames(Sequence[str]):
         if isinstance(index, slice):
             return [self[i] for i in range(*index.indices(len(self)))]
         return self._by_id.get(index, f"#{index}")
-
-
-def parse_version(version: str) -> tuple[int, int, int]:
-    """``"0.11.1"``, ``"0.33.0+cu130"`` or ``"0.12.0rc1"`` as ``(0, 11, 1)`` and so on."""
-    parts = str(version).split("+")[0].split(".")
-    numbers = []
-    for part in [*parts, "0", "0", "0"][:3]:
-        digits = ""
-        for char in part:
-            if not char.isdigit():
-                break
-            digits += char
-        numbers.append(int(digits or 0))
-    return numbers[0], numbers[1], numbers[2]
-
-
-def _draft_width(output: Any, mtp_k: int) -> int:
-    """The step's ``num_spec_tokens_to_schedule`` (0.33 dynamic K), or ``mtp_k``; a K_t
-    above ``mtp_k`` is SG102."""
-    width = getattr(output, "num_spec_tokens_to_schedule", None)
-    if not is_int(width):
-        return mtp_k
-    if not 0 <= int(width) <= mtp_k:
-        report(_SUBJECT, [("SG102", Finding(
-            f"num_spec_tokens_to_schedule={int(width)} is outside [0, mtp_k={mtp_k}]",
-            "num_spec_tokens_to_schedule", expected=f"0 <= K_t <= {mtp_k}",
-            actual=str(int(width))))], boundary=Boundary.SCHEDULE.value)
-        return mtp_k
-    return int(width)
 
 
 def _real_counts(step: VllmStep) -> np.ndarray:
@@ -435,158 +390,3 @@ def _widen(array: Any, width: int) -> Any:
     if not isinstance(array, torch.Tensor):
         return array
     return torch.nn.functional.pad(array, (0, width - shape[1]))
-
-
-def _mapping(output: Any, name: str) -> Mapping[Any, Any]:
-    value = getattr(output, name, None)
-    if isinstance(value, Mapping):
-        return value
-    report(_SUBJECT, [("SG001", Finding(
-        f"{name} must be a dict keyed by request id, got {type(value).__name__}", name))],
-        boundary=Boundary.SCHEDULE.value)
-    return {}
-
-
-def _batch_order(req_ids: Any, counts: Mapping[Any, Any]) -> tuple[Any, ...]:
-    """The runner's batch order as a tuple of request ids, or the order of
-    ``num_scheduled_tokens`` when none is given (or, reported as SG001, when what is
-    given is not a sequence of request ids)."""
-    if req_ids is None:
-        return tuple(counts)
-    reason = None
-    if isinstance(req_ids, str | bytes) or not isinstance(req_ids, Sequence):
-        reason = f"req_ids must be a sequence of request ids, got {type(req_ids).__name__}"
-    else:
-        order = tuple(req_ids)
-        try:
-            set(order)
-        except TypeError as error:
-            reason = f"req_ids holds an entry that cannot be a request id: {error}"
-        else:
-            return order
-    report(_SUBJECT, [("SG001", Finding(reason, "req_ids",
-                                        expected="a sequence of request ids (str)"))],
-           boundary=Boundary.SCHEDULE.value)
-    return tuple(counts)  # warn mode: carry on in the scheduler's own order
-
-
-def _check_keys(output: Any, order: tuple[str, ...], counts: Mapping[Any, Any],
-                drafts: Mapping[Any, Any], *, ordered: bool) -> None:
-    """What ``metadata`` depth checks of the dicts, by their keys alone (C-level set
-    operations; no entry is read): every request of the batch has a scheduled count
-    (SG105), every request with drafts is in the batch (SG114), and the total is an int."""
-    total = getattr(output, "total_num_scheduled_tokens", None)
-    if not is_int(total):
-        report(_SUBJECT, [("SG001", Finding(
-            f"total_num_scheduled_tokens must be an int, got {type(total).__name__}",
-            "total_num_scheduled_tokens"))], boundary=Boundary.SCHEDULE.value)
-    batch: Any = counts.keys() if ordered else set(order)
-    if not ordered and not batch <= counts.keys():
-        at, request = next((i, r) for i, r in enumerate(order) if r not in counts)
-        report(_SUBJECT, [("SG105", Finding(
-            f"request {request!r} is in the batch without a scheduled token count",
-            "num_scheduled_tokens", position=at))], boundary=Boundary.SCHEDULE.value)
-    if not drafts.keys() <= batch:
-        request = next(r for r in drafts if r not in batch)
-        report(_SUBJECT, [("SG114", Finding(
-            f"request {request!r} has drafts but is not in the batch",
-            "scheduled_spec_decode_tokens"))], boundary=Boundary.SCHEDULE.value)
-
-
-def _in_order(counts: Mapping[Any, Any], order: tuple[str, ...]) -> list[Any]:
-    """``counts[r]`` (None when absent) for each request of ``order``: one C-level pass, or
-    none when ``order`` is the dict's own order."""
-    if len(counts) == len(order) and tuple(counts) == order:
-        return list(counts.values())
-    return list(map(counts.get, order))
-
-
-def _counts(values: list[Any], order: tuple[str, ...]) -> np.ndarray:
-    if set(map(type, values)) <= {int}:
-        try:
-            return np.array(values, dtype=np.int64).reshape(len(values))
-        except OverflowError:  # a count past int64: reported one by one below
-            pass
-    return np.array([_count(v, r) for v, r in zip(values, order, strict=True)], dtype=np.int64)
-
-
-def _count(value: Any, request: str) -> int:
-    if is_int(value):
-        return int(value)
-    if value is not None:
-        report(_SUBJECT, [("SG002", Finding(
-            f"request {request!r}: scheduled token count {value!r} is not an integer",
-            "num_scheduled_tokens"))], boundary=Boundary.SCHEDULE.value)
-    return 0
-
-
-def _listed_counts(drafts: Mapping[Any, Any], order: tuple[str, ...],
-                   dense: tuple[np.ndarray, np.ndarray | None] | None = None,
-                   mtp_k: int = 0) -> np.ndarray:
-    """``len(drafts[r])`` per request of ``order``, 0 when it has none: C-level passes, or
-    one request at a time when some entry has no length. ``dense`` is
-    :func:`dense_drafts` of the same drafts: when every request of ``order`` has its
-    ``mtp_k`` drafts there, the counts are known without reading the lists again."""
-    if not drafts:
-        return np.zeros(len(order), dtype=np.int64)
-    if dense is not None and dense[1] is not None and dense[0].shape[0] == len(order):
-        return np.full(len(order), mtp_k, dtype=np.int64)
-    try:
-        return np.fromiter(map(len, map(drafts.get, order, repeat(()))), dtype=np.int64,
-                           count=len(order))
-    except TypeError:  # None or a value without a length: counted as no drafts
-        return np.array([_length(drafts.get(r)) for r in order], dtype=np.int64)
-
-
-def _length(drafts: Any) -> int:
-    if type(drafts) is list:
-        return len(drafts)
-    try:
-        return len(drafts) if drafts is not None else 0
-    except TypeError:
-        return 0
-
-
-def _rows(array: Any) -> int:
-    shape = tuple(getattr(array, "shape", ()))
-    return int(shape[0]) if shape else 0
-
-
-def _computed(output: Any, order: tuple[str, ...], *, unique: bool = False,
-              plain: bool = True) -> np.ndarray:
-    """``num_computed_tokens`` per request (new and cached), -1 where not given.
-
-    ``unique`` says that no request is twice in ``order``: when the cached requests are
-    then exactly ``order``, their list is the answer as it stands. ``plain=False`` reads
-    one request at a time."""
-    cached = getattr(output, "scheduled_cached_reqs", None)
-    ids = _listed(getattr(cached, "req_ids", None))
-    values = _listed(getattr(cached, "num_computed_tokens", None))
-    if plain and unique and len(values) == len(ids) == len(order) and tuple(ids) == order \
-            and set(map(type, values)) <= {int}:
-        try:  # the cached requests are the batch, in order (so their ids are strings)
-            return np.array(values, dtype=np.int64).reshape(len(order))
-        except OverflowError:
-            pass  # a count beyond int64: read as below
-    plain = plain and set(map(type, ids)) <= {str} and set(map(type, values)) <= {int}
-    computed: dict[str, int] = {}
-    for new in _listed(getattr(output, "scheduled_new_reqs", None)):
-        value, request = getattr(new, "num_computed_tokens", None), getattr(new, "req_id", None)
-        if is_int(value) and isinstance(request, str):
-            computed[request] = int(value)
-    if plain:
-        computed.update(zip(ids, values, strict=False))  # what vLLM sends: one C-level pass
-        try:
-            return np.fromiter(map(computed.get, order, repeat(-1)), dtype=np.int64,
-                               count=len(order))
-        except OverflowError:  # a count past int64: left unread, as one by one leaves it
-            return _computed(output, order, plain=False)
-    for request, value in zip(ids, values, strict=False):
-        if is_int(value) and isinstance(request, str):
-            computed[request] = int(value)
-    return np.array([computed.get(r, -1) for r in order], dtype=np.int64)
-
-
-def _listed(value: Any) -> list[Any] | tuple[Any, ...]:
-    """A list or tuple as it is; anything else (vLLM never sends it) as empty."""
-    return value if isinstance(value, list | tuple) else ()

@@ -1,15 +1,15 @@
-"""The checks :func:`specguard.adapters.vllm_install.install` puts on Model Runner V2.
+"""The checks :func:`specguard.adapters.engines.vllm.install.install` puts on Model Runner V2.
 
 MRV2's ``GPUModelRunner`` (``vllm.v1.worker.gpu.model_runner``, vLLM 0.33.0) hands over
 each step through three methods, wrapped on the runner object (its class is left alone):
 
 * ``prepare_inputs(scheduler_output, batch_req_state, batch_desc, num_active_loras)``
   returns the ``InputBatch``: the ``SchedulerOutput`` is checked in its sorted batch
-  order (``VllmView.schedule``), then the ``InputBatch`` (``VllmView.mrv2_input_batch``);
+  order, then the ``InputBatch`` (``Mrv2View.schedule``);
 * ``sample(hidden_states, input_batch, grammar_output)`` returns the ``SamplerOutput``
-  (``VllmView.mrv2_sampled``);
+  (``Mrv2View.verified``);
 * ``speculator.propose(input_batch, ..., num_speculative_tokens=K_t)`` returns the
-  ``(num_reqs, S)`` drafts stored on the device (``VllmView.mrv2_drafted``).
+  ``(num_reqs, S)`` drafts stored on the device (``Mrv2View.drafted``).
 
 Not covered, and skipped step by step (the step's hand-overs are not checked):
 adaptive verification (the ``InputBatch``'s counts are upper bounds and the real spans
@@ -24,8 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from specguard.adapters._vllm_v2_view import Mrv2Batch
-from specguard.adapters.vllm import VllmView
+from specguard.adapters.engines.vllm.mrv2.view import Mrv2Batch, Mrv2View
+from specguard.adapters.engines.vllm.view import VllmView
 
 __all__ = ["MRV2_MODULE", "MRV2_RELEASE", "MRV2_SIGNATURES", "Mrv2Hooks", "is_model_runner_v2",
            "mrv2_view"]
@@ -51,19 +51,18 @@ def is_model_runner_v2(runner: Any) -> bool:
     return str(type(runner).__module__).startswith("vllm.v1.worker.gpu.")
 
 
-def mrv2_view(runner: Any) -> VllmView:
-    """A view for the runner's configuration. No step tracker: MRV2's scheduler lists
-    only ``-1`` drafts (the real ones stay on the device), so there is nothing to follow
-    from step to step at the scheduler's boundary."""
-    return VllmView(mtp_k=int(runner.num_speculative_steps), vocab_size=int(runner.vocab_size),
-                    version=MRV2_RELEASE)
+def mrv2_view(runner: Any) -> Mrv2View:
+    """A view for the runner's configuration (no step tracker: see :class:`Mrv2View`)."""
+    mtp_k, vocab_size = int(runner.num_speculative_steps), int(runner.vocab_size)
+    return Mrv2View(mtp_k=mtp_k, vocab_size=vocab_size, scheduler_view=VllmView(
+        mtp_k=mtp_k, vocab_size=vocab_size, version=MRV2_RELEASE))
 
 
 @dataclass
 class Mrv2Hooks:
     """The wrappers of one MRV2 runner, and the batch in flight between them."""
 
-    view: VllmView
+    view: Mrv2View
     runner: Any
     batch: Mrv2Batch | None = None
     """The checked batch in flight, or None when the step is not covered."""
@@ -98,9 +97,9 @@ class Mrv2Hooks:
                 input_batch = original(scheduler_output, *args, **kwargs)
                 self.batch, self.input_batch = None, input_batch
                 if self.covered():
-                    self.view.schedule(scheduler_output, req_ids=list(input_batch.req_ids))
-                    self.batch = self.view.mrv2_input_batch(
-                        input_batch, max_num_reqs=getattr(self.runner, "max_num_reqs", None))
+                    self.batch = self.view.schedule(
+                        input_batch, max_num_reqs=getattr(self.runner, "max_num_reqs", None),
+                        scheduler_output=scheduler_output)
                 return input_batch
 
             return prepare_inputs
@@ -115,7 +114,7 @@ class Mrv2Hooks:
                 result = original(*args, **kwargs)
                 batch = self._in_flight(signature, args, kwargs)
                 if batch is not None and isinstance(result, tuple) and result:
-                    self.view.mrv2_sampled(batch, result[0])
+                    self.view.verified(batch, result[0])
                 return result
 
             return sample
@@ -132,7 +131,7 @@ class Mrv2Hooks:
                 if batch is not None and hasattr(drafts, "shape") \
                         and not kwargs.get("dummy_run", False):
                     proposed = kwargs.get("num_speculative_tokens")
-                    self.view.mrv2_drafted(batch, drafts, num_speculative_tokens=(
+                    self.view.drafted(batch, drafts, num_speculative_tokens=(
                         self.view.mtp_k if proposed is None else int(proposed)))
                 return drafts
 

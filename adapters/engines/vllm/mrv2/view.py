@@ -1,8 +1,15 @@
-"""Reading Model Runner V2's own objects into the boundary objects of ``_vllm_v2``.
+"""Model Runner V2's view: its own hand-overs, read into the boundary objects of
+:mod:`~specguard.adapters.engines.vllm.mrv2.layout`.
 
 Duck typing on vLLM 0.33's names (``InputBatch``, ``SamplerOutput``, the speculator's
 draft tensor); vLLM is not imported. Only host arrays (``*_np``) and tensor shapes are
-read here; device values are compared on their device and give deferred verdicts.
+read here; device values are compared on their device and give deferred verdicts::
+
+    view = Mrv2View(mtp_k=3, vocab_size=129280)
+    batch = view.schedule(input_batch, max_num_reqs=runner.max_num_reqs,
+                          scheduler_output=scheduler_output)   # after prepare_inputs
+    view.verified(batch, sampler_output)     # (n, S + 1) rows; only num_sampled are read
+    view.drafted(batch, draft_tokens, num_speculative_tokens=k_t)   # (n, S), -1 past K_t
 """
 
 from __future__ import annotations
@@ -15,16 +22,17 @@ from typing import Any
 import numpy as np
 
 from specguard.adapters._build import build
-from specguard.adapters._vllm_v2 import (
+from specguard.adapters.engines.vllm.mrv2.layout import (
     Mrv2Drafts,
     Mrv2InputBatch,
     Mrv2Sampled,
     Mrv2TargetInput,
 )
+from specguard.adapters.engines.vllm.view import VllmView
 from specguard.contracts import Depth, Mode, current_config
 from specguard.contracts.ops import arange_like
 
-__all__ = ["Mrv2Batch", "drafts_of", "input_batch_of", "like", "sampled_of"]
+__all__ = ["Mrv2Batch", "Mrv2View", "drafts_of", "input_batch_of", "like", "sampled_of"]
 
 
 @dataclass(frozen=True)
@@ -39,6 +47,50 @@ class Mrv2Batch:
     """Requests whose prefill goes on after this step (they sample nothing)."""
     verifies: bool
     """Whether the step has drafts, so the rejection sampler runs (``(n, S + 1)`` rows)."""
+
+
+class Mrv2View:
+    """Validates what crosses Model Runner V2's hand-overs; one per runner.
+
+    MRV2's scheduler lists only ``-1`` drafts (the real ones stay on the device), so
+    there is nothing to follow from step to step at the scheduler's boundary: the view
+    keeps no step tracker (``tracker`` is always None). ``scheduler_view`` checks the
+    ``SchedulerOutput`` of each step in the batch's own order when :meth:`schedule` is
+    handed one (default: a :class:`~specguard.adapters.engines.vllm.view.VllmView` of
+    the same configuration).
+    """
+
+    tracker = None
+
+    def __init__(self, *, mtp_k: int, vocab_size: int,
+                 scheduler_view: VllmView | None = None) -> None:
+        self.mtp_k = mtp_k
+        self.vocab_size = vocab_size
+        self.scheduler_view = scheduler_view or VllmView(mtp_k=mtp_k, vocab_size=vocab_size)
+
+    def schedule(self, input_batch: Any, *, max_num_reqs: int | None = None,
+                 scheduler_output: Any = None) -> Mrv2Batch:
+        """Check MRV2's ``InputBatch`` (``GPUModelRunner.prepare_inputs``): spans, logits
+        rows, request-state rows and draft counts from its host arrays; the embedded ids
+        and the logits rows as deferred verdicts on a device. With ``scheduler_output``,
+        the ``SchedulerOutput`` is checked first, in the batch's sorted order."""
+        if scheduler_output is not None:
+            self.scheduler_view.schedule(
+                scheduler_output, req_ids=list(_list(getattr(input_batch, "req_ids", ()))))
+        return input_batch_of(input_batch, mtp_k=self.mtp_k, vocab_size=self.vocab_size,
+                              num_state_rows=max_num_reqs)[1]
+
+    def verified(self, batch: Mrv2Batch, sampler_output: Any) -> Mrv2Sampled:
+        """Check MRV2's ``SamplerOutput`` for the batch: counts, and the sampled ids the
+        scheduler takes (the first ``num_sampled`` of each row; the rest is unset)."""
+        return sampled_of(batch, sampler_output, mtp_k=self.mtp_k, vocab_size=self.vocab_size)
+
+    def drafted(self, batch: Mrv2Batch, draft_tokens: Any, *,
+                num_speculative_tokens: int) -> Mrv2Drafts:
+        """Check the ``(num_reqs, S)`` drafts MRV2 stores on the device for the next step:
+        the first ``K_t`` columns in the vocabulary, ``-1`` allowed after."""
+        return drafts_of(batch, draft_tokens, mtp_k=self.mtp_k, vocab_size=self.vocab_size,
+                         num_speculative_tokens=num_speculative_tokens)
 
 
 def input_batch_of(input_batch: Any, *, mtp_k: int, vocab_size: int,

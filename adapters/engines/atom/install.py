@@ -30,7 +30,7 @@ alone), with the method names and signatures of ATOM from 80b5b02be to ffdf3bb5d
 
 Values on the accelerator are checked as the mode and ``device_values`` say: shapes at
 once, values without a host sync only as deferred verdicts. A runner whose methods or
-signatures differ from these is refused with :class:`InstallError`, naming what differs.
+signatures differ from these is refused with :class:`UnsupportedEngine`, naming what differs.
 """
 
 from __future__ import annotations
@@ -41,11 +41,11 @@ import inspect
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from specguard.adapters.atom import AtomView
+from specguard.adapters.engines._interface import UnsupportedEngine
+from specguard.adapters.engines.atom.view import AtomView
 from specguard.adapters.step_tracker import StepTracker
-from specguard.contracts import ConfigError
 
-__all__ = ["SIGNATURES", "InstallError", "install", "installed", "is_installed", "uninstall"]
+__all__ = ["SIGNATURES", "UnsupportedEngine", "install", "installed", "is_installed", "uninstall"]
 
 _STATE = "_specguard_atom_install"
 
@@ -62,10 +62,6 @@ SIGNATURES: dict[str, tuple[tuple[str, ...], ...]] = {
 }
 
 
-class InstallError(ConfigError):
-    """The object is not an ATOM ``ModelRunner`` this installer knows how to wrap."""
-
-
 def _parameters(method: Any) -> tuple[str, ...]:
     signature = inspect.signature(method)  # follows functools.wraps of ATOM's decorators
     return tuple(name for name in signature.parameters if name != "self")
@@ -74,7 +70,7 @@ def _parameters(method: Any) -> tuple[str, ...]:
 def _check(runner: Any) -> None:
     kind = type(runner).__name__
     if getattr(runner, _STATE, None) is not None:
-        raise InstallError(f"specguard is already installed on this {kind}; uninstall first")
+        raise UnsupportedEngine(f"specguard is already installed on this {kind}; uninstall first")
     problems = []
     for name, known in SIGNATURES.items():
         method = getattr(runner, name, None)
@@ -92,8 +88,8 @@ def _check(runner: Any) -> None:
     if not hasattr(runner, "tokenID_processor"):
         problems.append("it has no tokenID_processor")
     if problems:
-        raise InstallError(
-            f"specguard.adapters.atom_install cannot install on {kind}: "
+        raise UnsupportedEngine(
+            f"specguard.adapters.engines.atom.install cannot install on {kind}: "
             + "; ".join(problems)
             + " (known: ATOM ModelRunner from 80b5b02be to ffdf3bb5d)")
 
@@ -102,7 +98,7 @@ def _mtp_k(runner: Any) -> int:
     drafter = getattr(runner, "drafter", None)
     k = getattr(drafter, "mtp_k", None) or getattr(runner, "num_spec_tokens", None)
     if not isinstance(k, int) or k < 1:
-        raise InstallError(f"cannot read mtp_k from {type(runner).__name__} (no drafter.mtp_k "
+        raise UnsupportedEngine(f"cannot read mtp_k from {type(runner).__name__} (no drafter.mtp_k "
                            "or num_spec_tokens >= 1): pass a view")
     return k
 
@@ -112,7 +108,7 @@ def _default_view(runner: Any, layout: str) -> AtomView:
     vocab = getattr(getattr(config, "hf_config", None), "vocab_size", None)
     block = getattr(runner, "block_size", None) or getattr(config, "kv_cache_block_size", None)
     if not isinstance(vocab, int) or not isinstance(block, int):
-        raise InstallError(f"cannot read vocab_size and block_size from "
+        raise UnsupportedEngine(f"cannot read vocab_size and block_size from "
                            f"{type(runner).__name__}.config: pass a view")
     return AtomView(mtp_k=_mtp_k(runner), vocab_size=vocab, block_size=block,
                     tracker=StepTracker(), layout=layout)
@@ -203,7 +199,7 @@ def install(model_runner: Any, view: AtomView | None = None, *,
     ``view`` defaults to an :class:`AtomView` with a :class:`StepTracker`, configured from
     the runner (``drafter.mtp_k``, ``config.hf_config.vocab_size``, ``block_size``) and
     modelling ``layout`` (``"pr1771"`` for ATOM from ROCm/ATOM#1771, ``"pre-1771"``
-    before). Returns the view. Raises :class:`InstallError` when the runner is not one
+    before). Returns the view. Raises :class:`UnsupportedEngine` when the runner is not one
     this module knows (a method missing, a signature that differs) or is already
     installed on.
     """
@@ -219,7 +215,7 @@ def uninstall(model_runner: Any) -> None:
     """Restore the runner's methods as they were before :func:`install`."""
     state = getattr(model_runner, _STATE, None)
     if state is None:
-        raise InstallError(f"specguard is not installed on this {type(model_runner).__name__}")
+        raise UnsupportedEngine(f"specguard is not installed on this {type(model_runner).__name__}")
     state.unwrap(model_runner)
     delattr(model_runner, _STATE)
 

@@ -20,20 +20,20 @@
 * ``drafter.propose(...)``: what the MTP/EAGLE head is about to embed, and the drafts it
   returns (``K_t`` wide under 0.33's dynamic speculative decoding).
 
-Every check goes through a :class:`~specguard.adapters.vllm.VllmView` built for the
+Every check goes through a :class:`~specguard.adapters.engines.vllm.view.VllmView` built for the
 runner (``mtp_k``, vocabulary, async scheduling and vLLM version read from the runner),
 with a :class:`~specguard.adapters.step_tracker.StepTracker`, and honours
 ``SPECGUARD_MODE`` / ``SPECGUARD_DEPTH`` like every other guard.
 
 Model Runner V2 (``vllm.v1.worker.gpu.model_runner``, vLLM 0.33.0) is wrapped at its own
 hand-overs instead: ``prepare_inputs`` (the ``SchedulerOutput`` and the ``InputBatch``),
-``sample`` and ``speculator.propose`` (see :mod:`specguard.adapters._vllm_v2_install`);
-``specguard.adapters.vllm_plugin`` installs it on each MRV2 runner vLLM builds (its
+``sample`` and ``speculator.propose`` (see :mod:`specguard.adapters.engines.vllm.mrv2.install`);
+``specguard.adapters.engines.vllm.plugin`` installs it on each MRV2 runner vLLM builds (its
 speculator exists from ``__init__`` on), or call ``install`` on the runner yourself.
 
 It knows vLLM 0.11.0, 0.11.1 and 0.33.0 (the releases of the conformance corpus), and the
 V1 drafters whose ``propose`` takes EAGLE's arguments. For
-anything else it refuses with :class:`UnsupportedVllm`, naming what it found; pass
+anything else it refuses with :class:`UnsupportedEngine`, naming what it found; pass
 ``version=`` to read an unlisted release as a known one whose runner it matches. vLLM is
 imported only to read its version, when ``install`` is called.
 """
@@ -46,7 +46,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from specguard.adapters._vllm_v2_install import (
+from specguard.adapters.engines._interface import UnsupportedEngine
+from specguard.adapters.engines.vllm.mrv2.install import (
     MRV2_MODULE,
     MRV2_RELEASE,
     MRV2_SIGNATURES,
@@ -54,10 +55,12 @@ from specguard.adapters._vllm_v2_install import (
     is_model_runner_v2,
     mrv2_view,
 )
+from specguard.adapters.engines.vllm.mrv2.view import Mrv2View
+from specguard.adapters.engines.vllm.release import KNOWN_VERSIONS
+from specguard.adapters.engines.vllm.view import VllmStep, VllmView
 from specguard.adapters.step_tracker import StepTracker
-from specguard.adapters.vllm import KNOWN_VERSIONS, VllmStep, VllmView
 
-__all__ = ["Installation", "UnsupportedVllm", "install", "installed", "uninstall"]
+__all__ = ["Installation", "UnsupportedEngine", "install", "installed", "uninstall"]
 
 _ATTRIBUTE = "_specguard_installation"
 
@@ -89,17 +92,11 @@ SIGNATURES: dict[str, dict[str, tuple[str, ...]]] = {
 assert set(SIGNATURES) == set(KNOWN_VERSIONS)
 
 
-class UnsupportedVllm(RuntimeError):
-    """The runner is not one ``install`` knows: another vLLM release, Model Runner V2 of
-    a release other than 0.33.0, a drafter without EAGLE's ``propose``, or a method whose
-    signature changed."""
-
-
 @dataclass
 class Installation:
     """What :func:`install` put on one runner, and what :func:`uninstall` takes off."""
 
-    view: VllmView
+    view: VllmView | Mrv2View
     """The view the checks go through (its tracker carries state from step to step)."""
     version: str
     """The vLLM release the runner is read as."""
@@ -116,35 +113,40 @@ _FROM_CLASS = object()
 
 
 def install(gpu_model_runner: Any, *, version: str | None = None,
-            view: VllmView | None = None) -> Installation:
+            view: VllmView | Mrv2View | None = None) -> Installation:
     """Wrap a live ``GPUModelRunner``'s ``_update_states``, ``_sample`` and its drafter's
     ``propose`` with specguard's vLLM checks; returns the :class:`Installation`.
 
     ``version`` overrides the release read from ``vllm.__version__`` (it must be one of
-    :data:`~specguard.adapters.vllm.KNOWN_VERSIONS`); ``view`` replaces the view built from
-    the runner's own configuration. Raises :class:`UnsupportedVllm` when the runner is not
-    one it knows, and leaves the runner untouched then.
+    :data:`~specguard.adapters.engines.vllm.release.KNOWN_VERSIONS`); ``view`` replaces
+    the view built from the runner's own configuration. Raises :class:`UnsupportedEngine`
+    when the runner is not one it knows, and leaves the runner untouched then.
     """
     runner = gpu_model_runner
     if getattr(runner, "__dict__", {}).get(_ATTRIBUTE) is not None:
-        raise UnsupportedVllm("specguard is already installed on this runner")
+        raise UnsupportedEngine("specguard is already installed on this runner")
     release = _release(version)
     if is_model_runner_v2(runner):
         return _install_model_runner_v2(runner, release, view)
     _refuse_unknown_runner(runner)
     drafter = getattr(runner, "drafter", None)
     if getattr(runner, "speculative_config", None) is None or drafter is None:
-        raise UnsupportedVllm(
+        raise UnsupportedEngine(
             "this runner has no speculative decoding (speculative_config or drafter is "
             "None): specguard checks the MTP/EAGLE boundaries and has nothing to check")
     expected = SIGNATURES[release]
     for target, name in ((runner, "_update_states"), (runner, "_sample"),
                          (drafter, "propose")):
         _check_signature(target, name, expected[name], release)
-    installation = Installation(view or _view_for(runner, release), release)
-    _wrap(installation, runner, "_update_states", _after_update_states(installation, runner))
-    _wrap(installation, runner, "_sample", _around_sample(installation))
-    _wrap(installation, drafter, "propose", _around_propose(installation, release))
+    if isinstance(view, Mrv2View):
+        raise UnsupportedEngine("this is vLLM's V1 GPUModelRunner: give it a VllmView, not "
+                                "Model Runner V2's Mrv2View")
+    v1_view = view or _view_for(runner, release)
+    installation = Installation(v1_view, release)
+    _wrap(installation, runner, "_update_states",
+          _after_update_states(installation, v1_view, runner))
+    _wrap(installation, runner, "_sample", _around_sample(installation, v1_view))
+    _wrap(installation, drafter, "propose", _around_propose(installation, v1_view, release))
     runner.__dict__[_ATTRIBUTE] = installation
     return installation
 
@@ -183,12 +185,12 @@ def _release(version: str | None) -> str:
         try:
             import vllm
         except ImportError as error:
-            raise UnsupportedVllm(
+            raise UnsupportedEngine(
                 "vllm cannot be imported, so its version is unknown: pass version=") from error
         version = str(getattr(vllm, "__version__", ""))
     release = version.split("+")[0]
     if release not in SIGNATURES:
-        raise UnsupportedVllm(
+        raise UnsupportedEngine(
             f"specguard knows the runners of vLLM {', '.join(KNOWN_VERSIONS)}; this is "
             f"vLLM {version}. If its GPUModelRunner and drafter match one of those, pass "
             f"version='<that release>' to check it as that release")
@@ -197,28 +199,30 @@ def _release(version: str | None) -> str:
 
 def _refuse_unknown_runner(runner: Any) -> None:
     if not hasattr(runner, "input_batch"):
-        raise UnsupportedVllm(
+        raise UnsupportedEngine(
             f"{type(runner).__module__}.{type(runner).__name__} is neither the V1 "
             "GPUModelRunner (vllm.v1.worker.gpu_model_runner) nor Model Runner V2's "
             f"({MRV2_MODULE})")
 
 
 def _install_model_runner_v2(runner: Any, release: str,
-                             view: VllmView | None) -> Installation:
-    """Model Runner V2 (vLLM 0.33.0): see :mod:`specguard.adapters._vllm_v2_install`."""
+                             view: VllmView | Mrv2View | None) -> Installation:
+    """Model Runner V2 (vLLM 0.33.0): see :mod:`specguard.adapters.engines.vllm.mrv2.install`."""
     if release != MRV2_RELEASE:
-        raise UnsupportedVllm(
+        raise UnsupportedEngine(
             f"specguard knows Model Runner V2 of vLLM {MRV2_RELEASE} only; this is read as "
-            f"vLLM {release}. Check its hand-overs by hand with VllmView.mrv2_input_batch(), "
-            "mrv2_sampled() and mrv2_drafted()")
+            f"vLLM {release}. Check its hand-overs by hand with Mrv2View.schedule(), "
+            "verified() and drafted()")
     speculator = getattr(runner, "speculator", None)
     if speculator is None:
-        raise UnsupportedVllm(
+        raise UnsupportedEngine(
             "this Model Runner V2 has no speculator: specguard checks the MTP/EAGLE "
             "boundaries and has nothing to check")
     for target, name in ((runner, "prepare_inputs"), (runner, "sample"),
                          (speculator, "propose")):
         _check_signature(target, name, MRV2_SIGNATURES[name], f"{release} (Model Runner V2)")
+    if isinstance(view, VllmView):  # the scheduler's side given: MRV2's own around it
+        view = Mrv2View(mtp_k=view.mtp_k, vocab_size=view.vocab_size, scheduler_view=view)
     hooks = Mrv2Hooks(view or mrv2_view(runner), runner)
     installation = Installation(hooks.view, release)
     _wrap(installation, runner, "prepare_inputs", hooks.after_prepare_inputs())
@@ -232,13 +236,13 @@ def _check_signature(target: Any, name: str, expected: tuple[str, ...], release:
     method = getattr(target, name, None)
     owner = type(target).__name__
     if not callable(method):
-        raise UnsupportedVllm(f"{owner} has no method {name}(): not a vLLM {release} object")
+        raise UnsupportedEngine(f"{owner} has no method {name}(): not a vLLM {release} object")
     try:
         parameters = tuple(inspect.signature(method).parameters)
     except (TypeError, ValueError) as error:
-        raise UnsupportedVllm(f"{owner}.{name}() has no readable signature: {error}") from error
+        raise UnsupportedEngine(f"{owner}.{name}() has no readable signature: {error}") from error
     if parameters[: len(expected)] != expected:
-        raise UnsupportedVllm(
+        raise UnsupportedEngine(
             f"{owner}.{name}{tuple(parameters)} does not start with the parameters of vLLM "
             f"{release}, {expected}: specguard does not know this signature")
 
@@ -262,14 +266,14 @@ def _wrap(installation: Installation, target: Any, name: str,
     target.__dict__[name] = make(getattr(target, name))
 
 
-def _after_update_states(installation: Installation,
+def _after_update_states(installation: Installation, view: VllmView,
                          runner: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     def make(original: Callable[..., Any]) -> Callable[..., Any]:
         def _update_states(*args: Any, **kwargs: Any) -> Any:
             result = original(*args, **kwargs)
             output = inspect.signature(original).bind(*args, **kwargs).arguments[
                 "scheduler_output"]
-            installation.step = installation.view.schedule(
+            installation.step = view.schedule(
                 output, req_ids=list(runner.input_batch.req_ids))
             return result
 
@@ -278,15 +282,15 @@ def _after_update_states(installation: Installation,
     return make
 
 
-def _around_sample(installation: Installation) -> Callable[[Callable[..., Any]],
-                                                            Callable[..., Any]]:
+def _around_sample(installation: Installation,
+                   view: VllmView) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     def make(original: Callable[..., Any]) -> Callable[..., Any]:
         def _sample(*args: Any, **kwargs: Any) -> Any:
             result = original(*args, **kwargs)
             step = installation.step
             sampled = getattr(result, "sampled_token_ids", None)
             if step is not None and sampled is not None:
-                installation.view.verified(step, sampled)
+                view.verified(step, sampled)
             return result
 
         return _sample
@@ -294,7 +298,7 @@ def _around_sample(installation: Installation) -> Callable[[Callable[..., Any]],
     return make
 
 
-def _around_propose(installation: Installation,
+def _around_propose(installation: Installation, view: VllmView,
                     release: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     sample_name = "token_indices_to_sample" if release == "0.33.0" else "last_token_indices"
 
@@ -305,7 +309,7 @@ def _around_propose(installation: Installation,
             step = installation.step
             if step is not None:
                 given = signature.bind(*args, **kwargs).arguments
-                installation.view.drafter_input(
+                view.drafter_input(
                     step, target_token_ids=given["target_token_ids"],
                     target_positions=given["target_positions"],
                     next_token_ids=given["next_token_ids"],
@@ -313,7 +317,7 @@ def _around_propose(installation: Installation,
                     common_attn_metadata=given["common_attn_metadata"])
             result = original(*args, **kwargs)
             if step is not None and hasattr(result, "shape"):
-                installation.view.drafted(step, result)
+                view.drafted(step, result)
             return result
 
         return propose

@@ -1,7 +1,7 @@
 """vLLM Model Runner V2's hand-overs as boundary objects, with rules SG623-SG631.
 
 Model Runner V2 (``vllm/v1/worker/gpu/``, vLLM 0.33) reads the same ``SchedulerOutput``
-as V1 (:meth:`~specguard.adapters.vllm.VllmView.schedule` checks it), then keeps every
+as V1 (:meth:`~specguard.adapters.engines.vllm.view.VllmView.schedule` checks it), then keeps every
 request's state on the device and builds the step's ``InputBatch`` with triton kernels.
 Its drafts never leave the device: the scheduler gets ``[-1] * K`` per request, and
 ``combine_sampled_and_draft_tokens`` copies ``req_states.draft_tokens`` into the tail of

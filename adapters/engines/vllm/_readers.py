@@ -1,0 +1,195 @@
+"""Reading a ``SchedulerOutput``'s dicts into arrays in the runner's batch order.
+
+vLLM hands the scheduler's decisions over as Python dicts keyed by request id; these
+readers turn them into arrays with C-level passes where the entries are what vLLM sends
+(ints, lists of ints), and one entry at a time where they are not, reporting what they
+cannot read (SG001, SG002, SG105, SG114) instead of raising a foreign error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from itertools import repeat
+from typing import Any
+
+import numpy as np
+
+from specguard.contracts import Boundary, Finding, report
+from specguard.contracts.ops import is_int
+
+__all__ = ["SUBJECT", "batch_order", "check_keys", "computed_tokens", "count_of", "counts_of",
+           "draft_width", "in_order", "length_of", "listed", "listed_counts", "read_mapping",
+           "rows_of"]
+
+#: How violations of a ``SchedulerOutput`` name their object.
+SUBJECT = "vLLM SchedulerOutput"
+
+
+def draft_width(output: Any, mtp_k: int) -> int:
+    """The step's ``num_spec_tokens_to_schedule`` (0.33 dynamic K), or ``mtp_k``; a K_t
+    above ``mtp_k`` is SG102."""
+    width = getattr(output, "num_spec_tokens_to_schedule", None)
+    if not is_int(width):
+        return mtp_k
+    if not 0 <= int(width) <= mtp_k:
+        report(SUBJECT, [("SG102", Finding(
+            f"num_spec_tokens_to_schedule={int(width)} is outside [0, mtp_k={mtp_k}]",
+            "num_spec_tokens_to_schedule", expected=f"0 <= K_t <= {mtp_k}",
+            actual=str(int(width))))], boundary=Boundary.SCHEDULE.value)
+        return mtp_k
+    return int(width)
+
+
+def read_mapping(output: Any, name: str) -> Mapping[Any, Any]:
+    value = getattr(output, name, None)
+    if isinstance(value, Mapping):
+        return value
+    report(SUBJECT, [("SG001", Finding(
+        f"{name} must be a dict keyed by request id, got {type(value).__name__}", name))],
+        boundary=Boundary.SCHEDULE.value)
+    return {}
+
+
+def batch_order(req_ids: Any, counts: Mapping[Any, Any]) -> tuple[Any, ...]:
+    """The runner's batch order as a tuple of request ids, or the order of
+    ``num_scheduled_tokens`` when none is given (or, reported as SG001, when what is
+    given is not a sequence of request ids)."""
+    if req_ids is None:
+        return tuple(counts)
+    reason = None
+    if isinstance(req_ids, str | bytes) or not isinstance(req_ids, Sequence):
+        reason = f"req_ids must be a sequence of request ids, got {type(req_ids).__name__}"
+    else:
+        order = tuple(req_ids)
+        try:
+            set(order)
+        except TypeError as error:
+            reason = f"req_ids holds an entry that cannot be a request id: {error}"
+        else:
+            return order
+    report(SUBJECT, [("SG001", Finding(reason, "req_ids",
+                                        expected="a sequence of request ids (str)"))],
+           boundary=Boundary.SCHEDULE.value)
+    return tuple(counts)  # warn mode: carry on in the scheduler's own order
+
+
+def check_keys(output: Any, order: tuple[str, ...], counts: Mapping[Any, Any],
+                drafts: Mapping[Any, Any], *, ordered: bool) -> None:
+    """What ``metadata`` depth checks of the dicts, by their keys alone (C-level set
+    operations; no entry is read): every request of the batch has a scheduled count
+    (SG105), every request with drafts is in the batch (SG114), and the total is an int."""
+    total = getattr(output, "total_num_scheduled_tokens", None)
+    if not is_int(total):
+        report(SUBJECT, [("SG001", Finding(
+            f"total_num_scheduled_tokens must be an int, got {type(total).__name__}",
+            "total_num_scheduled_tokens"))], boundary=Boundary.SCHEDULE.value)
+    batch: Any = counts.keys() if ordered else set(order)
+    if not ordered and not batch <= counts.keys():
+        at, request = next((i, r) for i, r in enumerate(order) if r not in counts)
+        report(SUBJECT, [("SG105", Finding(
+            f"request {request!r} is in the batch without a scheduled token count",
+            "num_scheduled_tokens", position=at))], boundary=Boundary.SCHEDULE.value)
+    if not drafts.keys() <= batch:
+        request = next(r for r in drafts if r not in batch)
+        report(SUBJECT, [("SG114", Finding(
+            f"request {request!r} has drafts but is not in the batch",
+            "scheduled_spec_decode_tokens"))], boundary=Boundary.SCHEDULE.value)
+
+
+def in_order(counts: Mapping[Any, Any], order: tuple[str, ...]) -> list[Any]:
+    """``counts[r]`` (None when absent) for each request of ``order``: one C-level pass, or
+    none when ``order`` is the dict's own order."""
+    if len(counts) == len(order) and tuple(counts) == order:
+        return list(counts.values())
+    return list(map(counts.get, order))
+
+
+def counts_of(values: list[Any], order: tuple[str, ...]) -> np.ndarray:
+    if set(map(type, values)) <= {int}:
+        try:
+            return np.array(values, dtype=np.int64).reshape(len(values))
+        except OverflowError:  # a count past int64: reported one by one below
+            pass
+    return np.array([count_of(v, r) for v, r in zip(values, order, strict=True)], dtype=np.int64)
+
+
+def count_of(value: Any, request: str) -> int:
+    if is_int(value):
+        return int(value)
+    if value is not None:
+        report(SUBJECT, [("SG002", Finding(
+            f"request {request!r}: scheduled token count {value!r} is not an integer",
+            "num_scheduled_tokens"))], boundary=Boundary.SCHEDULE.value)
+    return 0
+
+
+def listed_counts(drafts: Mapping[Any, Any], order: tuple[str, ...],
+                   dense: tuple[np.ndarray, np.ndarray | None] | None = None,
+                   mtp_k: int = 0) -> np.ndarray:
+    """``len(drafts[r])`` per request of ``order``, 0 when it has none: C-level passes, or
+    one request at a time when some entry has no length. ``dense`` is
+    :func:`dense_drafts` of the same drafts: when every request of ``order`` has its
+    ``mtp_k`` drafts there, the counts are known without reading the lists again."""
+    if not drafts:
+        return np.zeros(len(order), dtype=np.int64)
+    if dense is not None and dense[1] is not None and dense[0].shape[0] == len(order):
+        return np.full(len(order), mtp_k, dtype=np.int64)
+    try:
+        return np.fromiter(map(len, map(drafts.get, order, repeat(()))), dtype=np.int64,
+                           count=len(order))
+    except TypeError:  # None or a value without a length: counted as no drafts
+        return np.array([length_of(drafts.get(r)) for r in order], dtype=np.int64)
+
+
+def length_of(drafts: Any) -> int:
+    if type(drafts) is list:
+        return len(drafts)
+    try:
+        return len(drafts) if drafts is not None else 0
+    except TypeError:
+        return 0
+
+
+def rows_of(array: Any) -> int:
+    shape = tuple(getattr(array, "shape", ()))
+    return int(shape[0]) if shape else 0
+
+
+def computed_tokens(output: Any, order: tuple[str, ...], *, unique: bool = False,
+              plain: bool = True) -> np.ndarray:
+    """``num_computed_tokens`` per request (new and cached), -1 where not given.
+
+    ``unique`` says that no request is twice in ``order``: when the cached requests are
+    then exactly ``order``, their list is the answer as it stands. ``plain=False`` reads
+    one request at a time."""
+    cached = getattr(output, "scheduled_cached_reqs", None)
+    ids = listed(getattr(cached, "req_ids", None))
+    values = listed(getattr(cached, "num_computed_tokens", None))
+    if plain and unique and len(values) == len(ids) == len(order) and tuple(ids) == order \
+            and set(map(type, values)) <= {int}:
+        try:  # the cached requests are the batch, in order (so their ids are strings)
+            return np.array(values, dtype=np.int64).reshape(len(order))
+        except OverflowError:
+            pass  # a count beyond int64: read as below
+    plain = plain and set(map(type, ids)) <= {str} and set(map(type, values)) <= {int}
+    computed: dict[str, int] = {}
+    for new in listed(getattr(output, "scheduled_new_reqs", None)):
+        value, request = getattr(new, "num_computed_tokens", None), getattr(new, "req_id", None)
+        if is_int(value) and isinstance(request, str):
+            computed[request] = int(value)
+    if plain:
+        computed.update(zip(ids, values, strict=False))  # what vLLM sends: one C-level pass
+        try:
+            return np.fromiter(map(computed.get, order, repeat(-1)), dtype=np.int64,
+                               count=len(order))
+        except OverflowError:  # a count past int64: left unread, as one by one leaves it
+            return computed_tokens(output, order, plain=False)
+    for request, value in zip(ids, values, strict=False):
+        if is_int(value) and isinstance(request, str):
+            computed[request] = int(value)
+    return np.array([computed.get(r, -1) for r in order], dtype=np.int64)
+
+
+def listed(value: Any) -> list[Any] | tuple[Any, ...]:
+    """A list or tuple as it is; anything else (vLLM never sends it) as empty."""
+    return value if isinstance(value, list | tuple) else ()
