@@ -72,7 +72,7 @@ from specguard.contracts._core._warn import warn as warn
 #: declared.
 BOUNDARY_OBJECTS: tuple[type[BoundaryObject], ...] = tuple(sorted(
     (cls for cls in boundary_classes().values()
-     if cls.__module__.startswith("specguard.contracts.")),
+     if cls.__module__.startswith("specguard.contracts._boundaries.")),
     key=lambda cls: list(Boundary).index(Boundary(cls.__sg_boundary__))))
 
 

@@ -114,7 +114,7 @@ class AtomView:
         self.per_req_state = per_req_state
         self.layout = layout
 
-    def __call__(self, batch: Any) -> ScheduledBatch | None:
+    def schedule(self, batch: Any) -> ScheduledBatch | None:
         """Check one batch (and its relation to the previous step); return the contract view.
 
         Also takes what ATOM's ``Scheduler.schedule()`` returns, so that
@@ -143,6 +143,9 @@ class AtomView:
             self.tracker.schedule(scheduled, refilled=refilled,
                                   forwarded=self._becomes_previous(batch, fields["is_decode"]))
         return scheduled
+
+    #: A view is also the check itself: ``guard_scheduler(scheduler, view)`` calls it.
+    __call__ = schedule
 
     def skipped_forward(self) -> None:
         """A forward of something other than a scheduled batch ran (ATOM's DP
