@@ -238,6 +238,122 @@ _MRV2_RUNNER = """
 """
 
 
+def _fake_vllm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, module_name: str, source: str,
+               version: str) -> dict[str, ModuleType]:
+    """A ``vllm`` package on sys.path with one runner module; returns the vllm modules it
+    hid from sys.modules."""
+    parts = module_name.split(".")
+    folder = tmp_path
+    for part in parts[:-1]:
+        folder = folder / part
+        folder.mkdir(exist_ok=True)
+        (folder / "__init__.py").write_text("")
+    (tmp_path / "vllm" / "__init__.py").write_text(f'__version__ = "{version}"\n')
+    (folder / f"{parts[-1]}.py").write_text(textwrap.dedent(
+        source.format(tests=str(Path(__file__).parent))))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    saved = {name: module for name, module in sys.modules.items()
+             if name == "vllm" or name.startswith("vllm.")}
+    for name in saved:
+        monkeypatch.delitem(sys.modules, name)
+    return saved
+
+
+def _forget_vllm(saved: dict[str, ModuleType], finders: list[Any]) -> None:
+    sys.meta_path[:] = finders
+    for name in [n for n in sys.modules if n == "vllm" or n.startswith("vllm.")]:
+        del sys.modules[name]
+    sys.modules.update(saved)
+
+
+@pytest.mark.parametrize("unset", ["", "  ", None])
+def test_plugin_is_inert_unless_specguard_mode_is_set(tmp_path, monkeypatch, unset):
+    """SPECGUARD_MODE unset (specguard's own default mode is strict): the plugin wraps
+    nothing, and a runner of a build specguard does not know starts unchecked."""
+    if unset is None:
+        monkeypatch.delenv("SPECGUARD_MODE", raising=False)
+    else:
+        monkeypatch.setenv("SPECGUARD_MODE", unset)
+    saved = _fake_vllm(tmp_path, monkeypatch, "vllm.v1.worker.gpu_model_runner", _V1_RUNNER,
+                       "9.9.9")
+    finders = list(sys.meta_path)
+    try:
+        with contracts.checking(mode="strict"):
+            vllm_plugin.register()
+            assert not vllm_plugin.requested()
+            assert sys.meta_path == finders
+            module: Any = __import__("vllm.v1.worker.gpu_model_runner",
+                                     fromlist=["GPUModelRunner"])
+            runner = module.GPUModelRunner(mtp_k=2)  # an unknown release: no refusal
+        assert installation_of(runner) is None
+    finally:
+        _forget_vllm(saved, finders)
+
+
+def test_plugin_acts_in_the_mode_set(tmp_path, monkeypatch, caplog):
+    """SPECGUARD_MODE=warn: the plugin installs, and an unknown build is logged, not raised."""
+    monkeypatch.setenv("SPECGUARD_MODE", "warn")
+    monkeypatch.delenv("SPECGUARD_VLLM_VERSION", raising=False)
+    saved = _fake_vllm(tmp_path, monkeypatch, "vllm.v1.worker.gpu_model_runner", _V1_RUNNER,
+                       "9.9.9")
+    finders = list(sys.meta_path)
+    try:
+        with contracts.checking(mode="warn"), caplog.at_level("WARNING", "specguard"):
+            vllm_plugin.register()
+            assert vllm_plugin.requested()
+            module: Any = __import__("vllm.v1.worker.gpu_model_runner",
+                                     fromlist=["GPUModelRunner"])
+            runner = module.GPUModelRunner(mtp_k=2)
+        assert installation_of(runner) is None
+        assert "specguard: not checking this vLLM runner: specguard knows the runners" in \
+            caplog.text
+    finally:
+        _forget_vllm(saved, finders)
+
+
+@pytest.mark.parametrize(("reported", "override", "release"), [
+    ("0.11.1.dev42+gabc1234", None, "0.11.1"),
+    ("0.11.1rc1", None, "0.11.1"),
+    ("0.11.1+cu130", None, "0.11.1"),
+    ("1.2.3.dev0+fork", "0.11.1", "0.11.1"),
+    ("garbage", "0.11.1.dev7", "0.11.1"),
+])
+def test_plugin_reads_dev_rc_local_builds_and_the_override_as_their_release(
+        tmp_path, monkeypatch, reported, override, release):
+    monkeypatch.setenv("SPECGUARD_MODE", "strict")
+    if override is None:
+        monkeypatch.delenv("SPECGUARD_VLLM_VERSION", raising=False)
+    else:
+        monkeypatch.setenv("SPECGUARD_VLLM_VERSION", override)
+    saved = _fake_vllm(tmp_path, monkeypatch, "vllm.v1.worker.gpu_model_runner", _V1_RUNNER,
+                       reported)
+    finders = list(sys.meta_path)
+    try:
+        with contracts.checking(mode="strict"):
+            vllm_plugin.register()
+            module: Any = __import__("vllm.v1.worker.gpu_model_runner",
+                                     fromlist=["GPUModelRunner"])
+            runner = module.GPUModelRunner(mtp_k=2)
+        assert installation_of(runner).version == release
+    finally:
+        _forget_vllm(saved, finders)
+
+
+@pytest.mark.parametrize("value", ["latest", "0.x.1", "0.11.1 junk", "011"])
+def test_a_bad_vllm_version_override_is_a_config_error_at_start_up(monkeypatch, value):
+    monkeypatch.setenv("SPECGUARD_MODE", "strict")
+    monkeypatch.setenv("SPECGUARD_VLLM_VERSION", value)
+    finders = list(sys.meta_path)
+    try:
+        with contracts.checking(mode="strict"), pytest.raises(
+                contracts.ConfigError, match=re.escape(
+                    f"SPECGUARD_VLLM_VERSION: {value!r} is not a vLLM version (expected "
+                    "X.Y.Z, optionally with rc, dev, post or +local parts)")):
+            vllm_plugin.register()
+    finally:
+        sys.meta_path[:] = finders
+
+
 @pytest.mark.parametrize(("module_name", "source", "release"), [
     ("vllm.v1.worker.gpu_model_runner", _V1_RUNNER, "0.11.1"),
     ("vllm.v1.worker.gpu.model_runner", _MRV2_RUNNER, "0.33.0"),
@@ -246,6 +362,8 @@ def test_plugin_patches_the_runner_module_when_vllm_imports_it(
         tmp_path, monkeypatch, module_name, source, release):
     """With checks on, importing vLLM's runner module (V1's, or Model Runner V2's) wraps
     its GPUModelRunner so that each new runner is installed, for the release vLLM reads as."""
+    monkeypatch.setenv("SPECGUARD_MODE", "strict")
+    monkeypatch.delenv("SPECGUARD_VLLM_VERSION", raising=False)
     parts = module_name.split(".")
     folder = tmp_path
     for part in parts[:-1]:

@@ -56,7 +56,12 @@ from specguard.adapters.engines.vllm.mrv2.install import (
     mrv2_view,
 )
 from specguard.adapters.engines.vllm.mrv2.view import Mrv2View
-from specguard.adapters.engines.vllm.release import KNOWN_VERSIONS
+from specguard.adapters.engines.vllm.release import (
+    ENV_VERSION,
+    KNOWN_VERSIONS,
+    release_from_environment,
+    release_of,
+)
 from specguard.adapters.engines.vllm.view import VllmStep, VllmView
 from specguard.adapters.step_tracker import StepTracker
 
@@ -181,14 +186,23 @@ def installation_of(gpu_model_runner: Any) -> Installation | None:
 
 
 def _release(version: str | None) -> str:
+    """The release the runner is read as: ``version=``, else ``SPECGUARD_VLLM_VERSION``,
+    else ``vllm.__version__``; a dev, rc or local build is read as its release."""
+    if version is None:
+        version = release_from_environment()
     if version is None:
         try:
             import vllm
         except ImportError as error:
             raise UnsupportedEngine(
-                "vllm cannot be imported, so its version is unknown: pass version=") from error
+                "vllm cannot be imported, so its version is unknown: pass version= or set "
+                f"{ENV_VERSION}") from error
         version = str(getattr(vllm, "__version__", ""))
-    release = version.split("+")[0]
+    try:
+        release = release_of(version)
+    except ValueError as error:
+        raise UnsupportedEngine(f"vLLM reports its version as {version!r}, which names no "
+                                f"release: pass version= or set {ENV_VERSION}") from error
     if release not in SIGNATURES:
         raise UnsupportedEngine(
             f"specguard knows the runners of vLLM {', '.join(KNOWN_VERSIONS)}; this is "

@@ -5,9 +5,15 @@ it in every process at start-up. Then::
 
     SPECGUARD_MODE=strict vllm serve ... --speculative-config '{"method": "mtp", ...}'
 
-installs :func:`specguard.adapters.engines.vllm.install.install` on each ``GPUModelRunner`` as it
-is built. With ``SPECGUARD_MODE`` unset or ``off`` the plugin does nothing at all. It
-imports nothing of vLLM's when it is called: it waits for vLLM to import a runner module
+installs :func:`specguard.adapters.engines.vllm.install.install` on each ``GPUModelRunner``
+as it is built, in that mode. The plugin is inert unless asked for: with
+``SPECGUARD_MODE`` unset, empty or ``off`` it wraps nothing and raises nothing, whatever
+the mode specguard's own default is (``strict``, for code that calls the contracts), so
+installing specguard into a vLLM environment, even as a test dependency, changes no
+worker. ``SPECGUARD_VLLM_VERSION=<release>`` tells it which release the code is when
+``vllm.__version__`` does not (a fork's build); a value that names no release is a
+``ConfigError`` at start-up, as a bad ``SPECGUARD_MODE`` is. It imports nothing of
+vLLM's when it is called: it waits for vLLM to import a runner module
 (only worker processes do): ``vllm.v1.worker.gpu_model_runner``, or Model Runner V2's
 ``vllm.v1.worker.gpu.model_runner``, whichever the engine runs. It then wraps that
 module's ``GPUModelRunner.__init__`` so that each new runner gets its checks. A runner
@@ -21,6 +27,7 @@ from __future__ import annotations
 import importlib.abc
 import importlib.machinery
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from types import ModuleType
@@ -28,7 +35,7 @@ from typing import Any
 
 from specguard.contracts import Mode, current_config
 
-__all__ = ["RUNNER_MODULE", "RUNNER_MODULES", "patch_runner_class", "register"]
+__all__ = ["RUNNER_MODULE", "RUNNER_MODULES", "patch_runner_class", "register", "requested"]
 
 RUNNER_MODULE = "vllm.v1.worker.gpu_model_runner"
 #: Every module whose ``GPUModelRunner`` is checked: vLLM V1's, and Model Runner V2's.
@@ -37,11 +44,22 @@ _PATCHED = "_specguard_patched_init"
 _log = logging.getLogger("specguard")
 
 
+def requested() -> bool:
+    """Whether the environment asks for the checks: ``SPECGUARD_MODE`` set, and not off."""
+    if not os.environ.get("SPECGUARD_MODE", "").strip():
+        return False
+    return current_config().mode is not Mode.OFF
+
+
 def register() -> None:
-    """vLLM's plugin hook: arrange for every ``GPUModelRunner`` to be checked, unless
-    ``SPECGUARD_MODE`` is off. Safe to call more than once (vLLM may)."""
-    if current_config().mode is Mode.OFF:
+    """vLLM's plugin hook: arrange for every ``GPUModelRunner`` to be checked, when
+    ``SPECGUARD_MODE`` asks for it (see :func:`requested`); else do nothing. Safe to call
+    more than once (vLLM may)."""
+    if not requested():
         return
+    from specguard.adapters.engines.vllm.release import release_from_environment
+
+    release_from_environment()  # a bad override stops start-up here, with its reason
     for name in RUNNER_MODULES:  # already imported: patched now
         module = sys.modules.get(name)
         if module is not None:
