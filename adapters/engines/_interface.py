@@ -27,23 +27,11 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Protocol, runtime_checkable
 
-from specguard.contracts import REGISTRY, Rule, SpecguardError
+from specguard.adapters._install import UnsupportedEngine
+from specguard.contracts import REGISTRY, Rule
 
 __all__ = ["ENGINES", "Engine", "EngineInstaller", "EngineView", "UnsupportedEngine",
            "engine_of", "register_engine"]
-
-
-class UnsupportedEngine(SpecguardError):
-    """An engine object whose shape specguard does not know, so it cannot be checked.
-
-    Raised by the installers before anything is wrapped (the runner is left as it was):
-    a method that is missing or has other parameters, a configuration value that is not
-    what the engine documents (a count that is None, a bool or negative), a runner of an
-    unknown kind. The message names the engine, the object and what differs.
-    """
-
-
-UnsupportedEngine.__module__ = "specguard.adapters"
 
 
 @runtime_checkable

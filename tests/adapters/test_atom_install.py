@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import re
 import types
 from pathlib import Path
@@ -178,3 +179,46 @@ def test_a_dp_dummy_forward_is_not_checked_and_makes_the_next_seqs_new():
         runner.forward(batches[0])
         runner.forward(dummy)
         assert view.tracker is not None and view.tracker.close().seq_ids.tolist() == []
+
+
+@pytest.mark.parametrize("mtp_k", [True, False, 0, -1, 2.0, None])
+def test_install_refuses_a_draft_count_that_is_no_count(mtp_k):
+    """Booleans are not counts: mtp_k=True is not read as 1."""
+    _, runner = _steps("042e8f1c0", "steady-decode-k2")
+    runner.drafter.mtp_k = mtp_k
+    runner.num_spec_tokens = None
+    expected = ("ModelRunner.drafter.mtp_k is {!r}: specguard needs an integer >= 1 there"
+                if mtp_k is not None else
+                "cannot read mtp_k from ModelRunner (no drafter.mtp_k or num_spec_tokens)")
+    with pytest.raises(UnsupportedEngine, match=re.escape(expected.format(mtp_k))):
+        install_atom(runner)
+    assert not atom_install.is_installed(runner) and "forward" not in vars(runner)
+
+
+def test_install_leaves_the_runner_untouched_when_its_sampler_cannot_hold_a_wrapper():
+    _, runner = _steps("042e8f1c0", "steady-decode-k2")
+
+    class SlottedSampler:
+        __slots__ = ()
+
+        def forward(self, metadata, target_logits, bonus_token_ids):
+            return None
+
+    runner.rejection_sampler = SlottedSampler()
+    with pytest.raises(UnsupportedEngine, match=re.escape(
+            "SlottedSampler keeps no attributes of its own (it has __slots__ and no "
+            "__dict__)")):
+        install_atom(runner)
+    assert {"forward", "postprocess", "propose_draft_token_ids"}.isdisjoint(vars(runner))
+    assert not atom_install.is_installed(runner)
+
+
+def test_wrapped_atom_methods_keep_their_signatures():
+    _, runner = _steps("042e8f1c0", "steady-decode-k2")
+    names = ("forward", "postprocess", "propose_draft_token_ids")
+    before = {name: inspect.signature(getattr(runner, name)) for name in names}
+    sampler = inspect.signature(runner.rejection_sampler.forward)
+    with atom_install.installed(runner):
+        assert "forward" in vars(runner)
+        assert {name: inspect.signature(getattr(runner, name)) for name in names} == before
+        assert inspect.signature(runner.rejection_sampler.forward) == sampler

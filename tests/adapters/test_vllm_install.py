@@ -7,6 +7,7 @@ The runner here is a stand-in with the parameter names of vLLM's own methods (0.
 from __future__ import annotations
 
 import importlib.metadata
+import inspect
 import re
 import subprocess
 import sys
@@ -416,3 +417,55 @@ def test_plugin_leaves_a_model_runner_v2_stage_without_a_speculator_alone():
     assert installation_of(runner) is None
     with contracts.checking(mode="strict"), pytest.raises(UnsupportedEngine, match="speculator"):
         install_vllm(runner, version="0.33.0")
+
+
+class _SlottedDrafter:
+    """A drafter with __slots__ and no __dict__: no wrapper can be put on the object."""
+
+    __slots__ = ("result",)
+
+    def __init__(self) -> None:
+        self.result: Any = None
+
+    def propose(self, target_token_ids, target_positions, target_hidden_states,
+                next_token_ids, last_token_indices, common_attn_metadata,
+                sampling_metadata, mm_embed_inputs=None):
+        return self.result
+
+
+def test_install_is_all_or_nothing_on_a_drafter_that_cannot_hold_a_wrapper():
+    """Every method is checked before the first is wrapped: the runner is left untouched,
+    with no half installation, and the error is the engines' common one."""
+    runner = _Runner(mtp_k=2, drafter=_SlottedDrafter())
+    with pytest.raises(UnsupportedEngine, match=re.escape(
+            "_SlottedDrafter keeps no attributes of its own (it has __slots__ and no __dict__), "
+            "so specguard cannot put its check on _SlottedDrafter.propose() without changing "
+            "the class")):
+        install_vllm(runner, version="0.11.1")
+    assert {"_update_states", "_sample"}.isdisjoint(vars(runner))
+    assert installation_of(runner) is None
+    uninstall_vllm(runner)  # nothing to undo, nothing raised
+    install_vllm(_Runner(mtp_k=2), version="0.11.1")  # the ordinary drafter still installs
+
+
+@pytest.mark.parametrize("value", [None, True, 0, 2.0, "3"])
+def test_a_speculative_config_without_a_count_is_refused_naming_the_field(value):
+    runner = _Runner(mtp_k=2)
+    runner.speculative_config.num_speculative_tokens = value
+    with pytest.raises(UnsupportedEngine, match=re.escape(
+            f"speculative_config.num_speculative_tokens is {value!r}: specguard needs an "
+            "integer >= 1 there")):
+        install_vllm(runner, version="0.11.1")
+    assert installation_of(runner) is None and "_sample" not in vars(runner)
+
+
+def test_wrapped_methods_keep_their_signatures():
+    runner = _Runner(mtp_k=2)
+    before = {name: inspect.signature(getattr(runner, name))
+              for name in ("_update_states", "_sample")}
+    propose = inspect.signature(runner.drafter.propose)
+    with vllm_installed(runner, version="0.11.1"):
+        assert "_sample" in vars(runner)
+        assert {name: inspect.signature(getattr(runner, name)) for name in before} == before
+        assert inspect.signature(runner.drafter.propose) == propose
+        assert runner._sample.__name__ == "_sample"

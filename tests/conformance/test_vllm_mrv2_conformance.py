@@ -276,6 +276,30 @@ def test_mrv2_minus_one_inside_k_t_is_sg631():
     assert (violation.code, violation.position) == ("SG631", 0)
 
 
+@pytest.mark.parametrize("width", [4, -1, 10**6, True, 2.5])
+@pytest.mark.parametrize("depth", ["metadata", "essential", "full"])
+def test_mrv2_an_impossible_k_t_is_sg102_not_clamped(width, depth):
+    """K_t outside [0, mtp_k] says nothing of which columns the next step reads: a
+    violation at every depth (with K_t=-1, a -1 draft in column 0 went unchecked)."""
+    corpus = _corpus("steady-decode")
+    mtp_k = corpus.config["mtp_k"]
+    view = _view(corpus)
+    batch = view.schedule(SimpleNamespace(**_first("steady-decode", "input_batch")),
+                          max_num_reqs=corpus.config["max_num_reqs"])
+    drafts = np.array(_first("steady-decode", "drafted")["draft_tokens"])
+    drafts[0, 0] = -1
+    with contracts.checking(mode="strict", depth=depth), \
+            pytest.raises(contracts.ContractViolation) as raised:
+        view.drafted(batch, drafts, num_speculative_tokens=width)
+    (violation,) = raised.value.violations
+    assert violation.code == "SG102"
+    assert violation.reason == (f"num_speculative_tokens={width!r} is not a count in "
+                                f"[0, mtp_k={mtp_k}]")
+    with contracts.checking(mode="strict", depth=depth):  # the same drafts, a real K_t: clean
+        view.drafted(batch, np.array(_first("steady-decode", "drafted")["draft_tokens"]),
+                     num_speculative_tokens=mtp_k)
+
+
 def test_mrv2_device_input_ids_give_a_deferred_verdict(monkeypatch):
     """On a device the ids and logits rows are compared there and read at the next sync
     point: building the object raises nothing, flushing reports SG628."""

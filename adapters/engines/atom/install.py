@@ -36,12 +36,11 @@ signatures differ from these is refused with :class:`UnsupportedEngine`, naming 
 from __future__ import annotations
 
 import contextlib
-import functools
 import inspect
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from specguard.adapters.engines._interface import UnsupportedEngine
+from specguard.adapters._install import MethodPatches, UnsupportedEngine, engine_count
 from specguard.adapters.engines.atom.view import AtomView
 from specguard.adapters.step_tracker import StepTracker
 
@@ -96,20 +95,24 @@ def _check(runner: Any) -> None:
 
 def _mtp_k(runner: Any) -> int:
     drafter = getattr(runner, "drafter", None)
-    k = getattr(drafter, "mtp_k", None) or getattr(runner, "num_spec_tokens", None)
-    if not isinstance(k, int) or k < 1:
-        raise UnsupportedEngine(f"cannot read mtp_k from {type(runner).__name__} (no drafter.mtp_k "
-                           "or num_spec_tokens >= 1): pass a view")
-    return k
+    if getattr(drafter, "mtp_k", None) is not None:
+        return engine_count(drafter.mtp_k, f"{type(runner).__name__}.drafter.mtp_k")
+    k = getattr(runner, "num_spec_tokens", None)
+    if k is None:
+        raise UnsupportedEngine(f"cannot read mtp_k from {type(runner).__name__} (no "
+                                "drafter.mtp_k or num_spec_tokens): pass a view")
+    return engine_count(k, f"{type(runner).__name__}.num_spec_tokens")
 
 
 def _default_view(runner: Any, layout: str) -> AtomView:
     config = getattr(runner, "config", None)
     vocab = getattr(getattr(config, "hf_config", None), "vocab_size", None)
     block = getattr(runner, "block_size", None) or getattr(config, "kv_cache_block_size", None)
-    if not isinstance(vocab, int) or not isinstance(block, int):
+    if vocab is None or block is None:
         raise UnsupportedEngine(f"cannot read vocab_size and block_size from "
-                           f"{type(runner).__name__}.config: pass a view")
+                                f"{type(runner).__name__}.config: pass a view")
+    vocab = engine_count(vocab, f"{type(runner).__name__}.config.hf_config.vocab_size")
+    block = engine_count(block, f"{type(runner).__name__} block_size")
     return AtomView(mtp_k=_mtp_k(runner), vocab_size=vocab, block_size=block,
                     tracker=StepTracker(), layout=layout)
 
@@ -121,35 +124,20 @@ class _Installed:
         self.runner = runner
         self.view = view
         self.batch: Any = None
-        self.originals: dict[str, Any] = {}
-        sampler = getattr(runner, "rejection_sampler", None)
-        self.sampler = sampler
-        self.sampler_forward = getattr(sampler, "forward", None)
+        self.patches = MethodPatches()
+        self.sampler = getattr(runner, "rejection_sampler", None)
 
     def wrap(self, runner: Any) -> None:
+        """Stage every wrapper, then apply them together: a failure changes nothing."""
         for name, make in (("forward", self._forward), ("postprocess", self._postprocess),
                            ("propose_draft_token_ids", self._propose)):
-            original = getattr(runner, name)
-            self.originals[name] = runner.__dict__.get(name, _MISSING)
-            wrapped = make(original)
-            functools.update_wrapper(wrapped, original)
-            setattr(runner, name, wrapped)
-        if self.sampler is not None and callable(self.sampler_forward):
-            self.sampler_original = self.sampler.__dict__.get("forward", _MISSING)
-            self.sampler.forward = functools.update_wrapper(
-                self._verify(self.sampler_forward), self.sampler_forward)
+            self.patches.stage(runner, name, make)
+        if self.sampler is not None and callable(getattr(self.sampler, "forward", None)):
+            self.patches.stage(self.sampler, "forward", self._verify)
+        self.patches.apply()
 
     def unwrap(self, runner: Any) -> None:
-        for name, original in self.originals.items():
-            if original is _MISSING:
-                runner.__dict__.pop(name, None)
-            else:
-                setattr(runner, name, original)
-        if self.sampler is not None and hasattr(self, "sampler_original"):
-            if self.sampler_original is _MISSING:
-                self.sampler.__dict__.pop("forward", None)
-            else:
-                self.sampler.forward = self.sampler_original
+        self.patches.undo()
 
     def _forward(self, original: Callable[..., Any]) -> Callable[..., Any]:
         def forward(batch: Any) -> Any:
@@ -189,8 +177,6 @@ class _Installed:
         return propose
 
 
-_MISSING = object()
-
 
 def install(model_runner: Any, view: AtomView | None = None, *,
             layout: str = "pr1771") -> AtomView:
@@ -206,8 +192,8 @@ def install(model_runner: Any, view: AtomView | None = None, *,
     _check(model_runner)
     view = view if view is not None else _default_view(model_runner, layout)
     state = _Installed(model_runner, view)
-    state.wrap(model_runner)
-    setattr(model_runner, _STATE, state)
+    state.wrap(model_runner)  # refuses a runner that cannot hold its wrappers, unchanged
+    vars(model_runner)[_STATE] = state
     return view
 
 

@@ -46,7 +46,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from specguard.adapters.engines._interface import UnsupportedEngine
+from specguard.adapters._install import MethodPatches, UnsupportedEngine, engine_count
 from specguard.adapters.engines.vllm.mrv2.install import (
     MRV2_MODULE,
     MRV2_RELEASE,
@@ -107,14 +107,8 @@ class Installation:
     """The vLLM release the runner is read as."""
     step: VllmStep | None = None
     """The step in flight: set by ``_update_states``, read by the later checks."""
-    originals: dict[tuple[int, str], Any] = field(default_factory=dict)
-    """``(id(object), method name)`` -> what the object's own ``__dict__`` held (or a
-    marker when the method came from the class)."""
-    targets: list[tuple[Any, str]] = field(default_factory=list)
-    """The objects and method names wrapped, in order."""
-
-
-_FROM_CLASS = object()
+    patches: MethodPatches = field(default_factory=MethodPatches)
+    """The methods wrapped, and how to put them back."""
 
 
 def install(gpu_model_runner: Any, *, version: str | None = None,
@@ -148,10 +142,16 @@ def install(gpu_model_runner: Any, *, version: str | None = None,
                                 "Model Runner V2's Mrv2View")
     v1_view = view or _view_for(runner, release)
     installation = Installation(v1_view, release)
-    _wrap(installation, runner, "_update_states",
-          _after_update_states(installation, v1_view, runner))
-    _wrap(installation, runner, "_sample", _around_sample(installation, v1_view))
-    _wrap(installation, drafter, "propose", _around_propose(installation, v1_view, release))
+    patches = installation.patches
+    patches.stage(runner, "_update_states", _after_update_states(installation, v1_view, runner))
+    patches.stage(runner, "_sample", _around_sample(installation, v1_view))
+    patches.stage(drafter, "propose", _around_propose(installation, v1_view, release))
+    return _installed_on(runner, installation)
+
+
+def _installed_on(runner: Any, installation: Installation) -> Installation:
+    """Apply the staged wrappers (every check passed) and mark the runner."""
+    installation.patches.apply()
     runner.__dict__[_ATTRIBUTE] = installation
     return installation
 
@@ -161,12 +161,7 @@ def uninstall(gpu_model_runner: Any) -> None:
     installation = getattr(gpu_model_runner, "__dict__", {}).pop(_ATTRIBUTE, None)
     if installation is None:
         return
-    for target, name in reversed(installation.targets):
-        original = installation.originals[(id(target), name)]
-        if original is _FROM_CLASS:
-            target.__dict__.pop(name, None)
-        else:
-            target.__dict__[name] = original
+    installation.patches.undo()
 
 
 @contextlib.contextmanager
@@ -239,11 +234,10 @@ def _install_model_runner_v2(runner: Any, release: str,
         view = Mrv2View(mtp_k=view.mtp_k, vocab_size=view.vocab_size, scheduler_view=view)
     hooks = Mrv2Hooks(view or mrv2_view(runner), runner)
     installation = Installation(hooks.view, release)
-    _wrap(installation, runner, "prepare_inputs", hooks.after_prepare_inputs())
-    _wrap(installation, runner, "sample", hooks.around_sample())
-    _wrap(installation, speculator, "propose", hooks.around_propose())
-    runner.__dict__[_ATTRIBUTE] = installation
-    return installation
+    installation.patches.stage(runner, "prepare_inputs", hooks.after_prepare_inputs())
+    installation.patches.stage(runner, "sample", hooks.around_sample())
+    installation.patches.stage(speculator, "propose", hooks.around_propose())
+    return _installed_on(runner, installation)
 
 
 def _check_signature(target: Any, name: str, expected: tuple[str, ...], release: str) -> None:
@@ -268,16 +262,10 @@ def _view_for(runner: Any, release: str) -> VllmView:
     scheduler = getattr(runner, "scheduler_config", None)
     asynchronous = bool(getattr(runner, "use_async_scheduling",
                                 getattr(scheduler, "async_scheduling", False)))
-    return VllmView(mtp_k=int(spec.num_speculative_tokens), vocab_size=int(vocab),
+    return VllmView(mtp_k=engine_count(getattr(spec, "num_speculative_tokens", None),
+                                       "speculative_config.num_speculative_tokens"),
+                    vocab_size=engine_count(vocab, "the model's vocabulary size"),
                     async_scheduling=asynchronous, tracker=StepTracker(), version=release)
-
-
-def _wrap(installation: Installation, target: Any, name: str,
-          make: Callable[[Callable[..., Any]], Callable[..., Any]]) -> None:
-    own = target.__dict__.get(name, _FROM_CLASS)
-    installation.originals[(id(target), name)] = own
-    installation.targets.append((target, name))
-    target.__dict__[name] = make(getattr(target, name))
 
 
 def _after_update_states(installation: Installation, view: VllmView,

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from specguard.adapters._install import engine_count
 from specguard.adapters.engines.vllm.mrv2.view import Mrv2Batch, Mrv2View
 from specguard.adapters.engines.vllm.view import VllmView
 
@@ -53,7 +54,9 @@ def is_model_runner_v2(runner: Any) -> bool:
 
 def mrv2_view(runner: Any) -> Mrv2View:
     """A view for the runner's configuration (no step tracker: see :class:`Mrv2View`)."""
-    mtp_k, vocab_size = int(runner.num_speculative_steps), int(runner.vocab_size)
+    mtp_k = engine_count(getattr(runner, "num_speculative_steps", None),
+                         "GPUModelRunner.num_speculative_steps")
+    vocab_size = engine_count(getattr(runner, "vocab_size", None), "GPUModelRunner.vocab_size")
     return Mrv2View(mtp_k=mtp_k, vocab_size=vocab_size, scheduler_view=VllmView(
         mtp_k=mtp_k, vocab_size=vocab_size, version=MRV2_RELEASE))
 
@@ -132,7 +135,7 @@ class Mrv2Hooks:
                         and not kwargs.get("dummy_run", False):
                     proposed = kwargs.get("num_speculative_tokens")
                     self.view.drafted(batch, drafts, num_speculative_tokens=(
-                        self.view.mtp_k if proposed is None else int(proposed)))
+                        self.view.mtp_k if proposed is None else proposed))
                 return drafts
 
             return propose

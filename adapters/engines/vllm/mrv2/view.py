@@ -29,8 +29,8 @@ from specguard.adapters.engines.vllm.mrv2.layout import (
     Mrv2TargetInput,
 )
 from specguard.adapters.engines.vllm.view import VllmView
-from specguard.contracts import Depth, Mode, current_config
-from specguard.contracts.ops import arange_like
+from specguard.contracts import Boundary, Depth, Finding, Mode, current_config, report
+from specguard.contracts.ops import arange_like, is_int
 
 __all__ = ["Mrv2Batch", "Mrv2View", "drafts_of", "input_batch_of", "like", "sampled_of"]
 
@@ -155,7 +155,17 @@ def sampled_of(batch: Mrv2Batch, sampler_output: Any, *, mtp_k: int,
 
 def drafts_of(batch: Mrv2Batch, draft_tokens: Any, *, mtp_k: int, vocab_size: int,
               num_speculative_tokens: int) -> Mrv2Drafts:
-    """Check the ``(num_reqs, S)`` drafts ``sample_tokens`` stores on the device."""
+    """Check the ``(num_reqs, S)`` drafts ``sample_tokens`` stores on the device.
+
+    ``K_t`` outside ``[0, mtp_k]`` (or not an integer) is SG102 at every depth: the columns
+    the next step reads would be unknown, so they are not guessed by clamping."""
+    if not is_int(num_speculative_tokens) or not 0 <= int(num_speculative_tokens) <= mtp_k:
+        report("Mrv2Drafts", [("SG102", Finding(
+            f"num_speculative_tokens={num_speculative_tokens!r} is not a count in "
+            f"[0, mtp_k={mtp_k}]",
+            "num_speculative_tokens", expected=f"0 <= K_t <= {mtp_k}",
+            actual=repr(num_speculative_tokens)))], boundary=Boundary.DRAFT_OUTPUT.value)
+        num_speculative_tokens = mtp_k  # warn mode: the whole row is checked
     return build(Mrv2Drafts, {
         "mtp_k": mtp_k, "vocab_size": vocab_size,
         "num_speculative_tokens": num_speculative_tokens,
