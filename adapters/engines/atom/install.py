@@ -94,9 +94,9 @@ def _check(runner: Any) -> None:
 
 
 def _mtp_k(runner: Any) -> int:
-    drafter = getattr(runner, "drafter", None)
-    if getattr(drafter, "mtp_k", None) is not None:
-        return engine_count(drafter.mtp_k, f"{type(runner).__name__}.drafter.mtp_k")
+    drafted = getattr(getattr(runner, "drafter", None), "mtp_k", None)
+    if drafted is not None:
+        return engine_count(drafted, f"{type(runner).__name__}.drafter.mtp_k")
     k = getattr(runner, "num_spec_tokens", None)
     if k is None:
         raise UnsupportedEngine(f"cannot read mtp_k from {type(runner).__name__} (no "
