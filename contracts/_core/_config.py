@@ -126,15 +126,35 @@ def from_environ(environ: Mapping[str, str]) -> Config:
     return replace(Config(), **values)  # type: ignore[arg-type]
 
 
+@dataclass(eq=False)
+class _Block:
+    """One ``checking`` block: its config, the block it was opened in, whether it is open.
+
+    The context variable holds the innermost block; a closed block is skipped. Closing
+    is a flag on the block itself, so it takes effect in every context that holds the
+    block, including the one it was opened in when it is left from another (a generator
+    resumed by another asyncio task), where a context variable cannot be reset.
+    """
+
+    config: Config
+    outer: _Block | None
+    open: bool = True
+
+
 _global: Config = from_environ(os.environ)
-_override: contextvars.ContextVar[Config | None] = contextvars.ContextVar(
+_override: contextvars.ContextVar[_Block | None] = contextvars.ContextVar(
     "specguard_config", default=None
 )
 
 
 def current() -> Config:
-    """The config in force here: a ``checking`` block's, else the global one."""
-    return _override.get() or _global
+    """The config in force here: the innermost open ``checking`` block's, else the global one."""
+    block = _override.get()
+    while block is not None:
+        if block.open:
+            return block.config
+        block = block.outer
+    return _global
 
 
 def _updated(base: Config, changes: Mapping[str, object]) -> Config:
@@ -180,10 +200,19 @@ def checking(
     collect: Collect | str | None = None,
     device_values: DeviceValues | str | None = None,
 ) -> Iterator[Config]:
-    """Override settings for a block, in this thread or asyncio task only."""
+    """Override settings for a block, in this thread or asyncio task only.
+
+    Leaving the block is safe from any context: a generator that opened it and is
+    resumed by another asyncio task closes it there, and the first task does not stay
+    in the overridden mode."""
     changes = {"mode": mode, "depth": depth, "collect": collect, "device_values": device_values}
-    token = _override.set(_updated(current(), changes))
+    block = _Block(_updated(current(), changes), _override.get())
+    token = _override.set(block)
     try:
-        yield current()
+        yield block.config
     finally:
-        _override.reset(token)
+        block.open = False  # in every context that holds it, whichever leaves the block
+        try:
+            _override.reset(token)
+        except ValueError:  # left from another context: the closed block is skipped there
+            pass
