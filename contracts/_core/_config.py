@@ -212,7 +212,7 @@ def checking(
         yield block.config
     finally:
         block.open = False  # in every context that holds it, whichever leaves the block
-        try:
+        # Left from another context, the token cannot be reset: the closed block is
+        # skipped there instead.
+        with contextlib.suppress(ValueError):
             _override.reset(token)
-        except ValueError:  # left from another context: the closed block is skipped there
-            pass
