@@ -26,11 +26,15 @@ in a private temporary folder, so no port is chosen and none can be taken.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import dataclasses
 import multiprocessing
+import os
 import queue
 import signal
+import sys
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -289,8 +293,38 @@ def serve(engine: RankEngine, requests: Sequence[Request]) -> RankOutcome:
                        rows=engine.rows, agreement_seconds=engine.agreement_seconds)
 
 
-def _rank_main(rank: int, job: RankJob, init_method: str, results: Any) -> None:
+_PR_SET_PDEATHSIG = 1
+#: How often a rank looks whether its launcher is still there, where the kernel cannot
+#: be asked to tell it (anything but Linux).
+WATCH_PERIOD_S = 0.5
+
+
+def _die_with(launcher: int) -> None:
+    """End this rank when its launcher ends, however it ends (SIGTERM, SIGKILL, a crash).
+
+    On Linux the kernel sends the rank SIGKILL when its parent dies
+    (``PR_SET_PDEATHSIG``); everywhere a daemon thread also watches the parent's pid, so
+    no rank is left running, holding a rendezvous or a GPU, after its launcher is gone.
+    """
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != launcher:  # it died before the request above took effect
+        os._exit(1)
+
+    def watch() -> None:
+        while os.getppid() == launcher:
+            time.sleep(WATCH_PERIOD_S)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="specguard-launcher-watch", daemon=True).start()
+
+
+def _rank_main(rank: int, job: RankJob, init_method: str, results: Any,
+               launcher: int | None = None) -> None:
     """A rank process: join the group, serve its share, report, leave."""
+    if launcher is not None:
+        _die_with(launcher)
     outcome = RankOutcome(rank, CRASHED, report="did not start")
     try:
         torch.set_num_threads(job.threads)
@@ -323,18 +357,39 @@ def run_ranks(job: RankJob) -> list[RankOutcome]:
     with tempfile.TemporaryDirectory(prefix="specguard-dp-") as folder:
         init_method = Path(folder, "rendezvous").as_uri()
         results = context.Queue()
-        processes = [context.Process(target=_rank_main, args=(rank, job, init_method, results),
+        launcher = os.getpid()
+        processes = [context.Process(target=_rank_main,
+                                     args=(rank, job, init_method, results, launcher),
                                      name=f"specguard-rank-{rank}", daemon=True)
                      for rank in range(job.world)]
-        for process in processes:
-            process.start()
-        try:
-            return _collect(processes, results, job.timeout_s + 10.0)
-        finally:
+        with _terminated_as_an_exit():
             for process in processes:
-                if process.is_alive():
-                    process.kill()
-                process.join()
+                process.start()
+            try:
+                return _collect(processes, results, job.timeout_s + 10.0)
+            finally:
+                for process in processes:
+                    if process.is_alive():
+                        process.kill()
+                    process.join()
+
+
+@contextlib.contextmanager
+def _terminated_as_an_exit() -> Any:
+    """SIGTERM to the launcher unwinds it like Ctrl-C (so its ranks are ended and its
+    rendezvous folder removed) instead of killing it on the spot."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signals reach the main thread only; the ranks still die with the process
+        return
+
+    def stop(signum: int, frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _collect(processes: list[Any], results: Any, grace_s: float) -> list[RankOutcome]:
