@@ -24,9 +24,10 @@ What is vLLM's own code, imported from the source tree you point at:
 What is simulated: the batch order (``InputBatch``: holes filled, then condensed), the
 token buffer (drafts written after a request's tokens, async placeholders overwritten from
 the previous step's drafts for requests in the previous batch, 0.33's clamp of ``-1``
-before embedding), a toy target model and draft model (``target_next``/``draft_next``),
-and the greedy rejection sampler's output layout (``-1`` padded, left-packed), and the
-decode side's KV connector (``RemotePrefillConnector`` below: NixlConnector's scheduler
+before embedding where the source tree's own ``_preprocess`` has it: 0.24.0 has none), a
+toy target model and draft model (``target_next``/``draft_next``), and the greedy
+rejection sampler's output layout (``-1`` padded, left-packed), and the decode side's KV
+connector (``RemotePrefillConnector`` below: NixlConnector's scheduler
 decisions for ``do_remote_prefill``, with each load received one step after it starts). The
 configuration is a stand-in ``VllmConfig`` around vLLM's own sub-configs, because
 ``ModelConfig`` wants a Hugging Face model.
@@ -53,8 +54,8 @@ llguidance xgrammar numba einops``. Then, from the repository root::
     python tools/record_corpus/vllm.py SRC/vllm-0.11.1              # every scenario
     python tools/record_corpus/vllm.py SRC/vllm-0.33.0 --scenario dynamic-k --out DIR
 
-Recorded with vLLM 0.11.0, 0.11.1 and 0.33.0. Each event is one hand-over, with vLLM's
-own field names: ``schedule`` (the ``SchedulerOutput`` and the runner's batch order),
+Recorded with vLLM 0.11.0, 0.11.1, 0.24.0 and 0.33.0. Each event is one hand-over, with
+vLLM's own field names: ``schedule`` (the ``SchedulerOutput`` and the runner's batch order),
 ``spec_decode_metadata`` (what ``_calc_spec_decode_metadata`` read), ``verified`` (the
 rejection sampler's rows), ``drafter_input`` (the arguments of ``propose``),
 ``drafted`` (the proposals) and ``kv_connector_output`` (the loads a step reports in
@@ -74,6 +75,7 @@ import importlib
 import inspect
 import logging
 import os
+import re
 import sys
 import types
 from collections import deque
@@ -413,6 +415,7 @@ class SimRunner:
 
         self._get_token_id = CachedRequestState.get_token_id
         self._runner_cls = GPUModelRunner
+        self.clamps_placeholders = clamps_placeholders(GPUModelRunner)
         try:
             from vllm.v1.attention.backend import CommonAttentionMetadata  # 0.33
         except ImportError:
@@ -519,7 +522,7 @@ class SimRunner:
                 "logits_indices": logits_indices.clone()})
         else:
             logits_indices = query_start_loc[1:].long() - 1
-        if self.version >= (0, 12, 0):
+        if self.clamps_placeholders:
             # GPUModelRunner._preprocess (0.33): placeholders are clamped before the
             # target embeds the ids; the drafter reads the same clamped buffer.
             input_ids = input_ids.clamp(min=0)
@@ -660,6 +663,19 @@ class SimRunner:
             output_token_ids=state.output_token_ids)
         view.get_token_id = types.MethodType(self._get_token_id, view)
         return view
+
+
+_CLAMP = re.compile(r"input_ids\.gpu\[[^\]]*\]\.clamp_\(min=0\)")
+
+
+def clamps_placeholders(runner_cls: type) -> bool:
+    """Whether vLLM's own ``GPUModelRunner._preprocess`` clamps the ``-1`` draft
+    placeholders in ``input_ids`` to 0 before the target embeds them (0.33.0 does; 0.11.x
+    and 0.24.0 have no such statement). Read from the source tree, not from a version."""
+    preprocess = getattr(runner_cls, "_preprocess", None)
+    if preprocess is None:
+        return False
+    return _CLAMP.search(inspect.getsource(preprocess)) is not None
 
 
 def _resumed(cached: Any, i: int, req_id: str) -> bool:
@@ -840,7 +856,7 @@ class Scenario:
     description: str
     mtp_k: int
     drive: Callable[[Engine], None]
-    versions: tuple[str, ...] = ("0.11.0", "0.11.1", "0.33.0")
+    versions: tuple[str, ...] = ("0.11.0", "0.11.1", "0.24.0", "0.33.0")
     async_scheduling: bool = False
     options: dict[str, Any] = dataclasses.field(default_factory=dict)
     expect: Callable[[Engine], list[dict[str, Any]]] | None = None
@@ -936,7 +952,7 @@ def _reentry_expect(e: Engine) -> list[dict[str, Any]]:
         order = fields["req_ids"]
         for position, req_id in enumerate(order):
             drafts = fields["scheduled_spec_decode_tokens"].get(req_id, [])
-            if -1 in drafts and req_id not in previous and e.version < (0, 12, 0):
+            if -1 in drafts and req_id not in previous and not e.runner.clamps_placeholders:
                 return [{"code": "SG603", "seq_id": req_id, "position": position}]
         previous = order
     return []
@@ -962,7 +978,7 @@ def _pd_empty_steps(e: Engine) -> None:
 
 #: Releases whose async scheduling supports speculative decoding (0.11.0's does not: its
 #: EngineArgs say so, and its AsyncScheduler never schedules drafts).
-ASYNC_SPEC = ("0.11.1", "0.33.0")
+ASYNC_SPEC = ("0.11.1", "0.24.0", "0.33.0")
 
 SCENARIOS = [
     Scenario("mixed-batch", "Decode requests and new prefills in one batch, mtp_k=3.", 3,
@@ -991,7 +1007,7 @@ SCENARIOS = [
     Scenario("mtp-k4", "Two decoding requests, mtp_k=4.", 4, _simple,
              options=dict(max_num_batched_tokens=32)),
     Scenario("dynamic-k", "Dynamic speculative decoding: K_t=3 at batch size 1 and K_t=1 "
-             "above, for mtp_k=3.", 3, _dynamic, versions=("0.33.0",),
+             "above, for mtp_k=3.", 3, _dynamic, versions=("0.24.0", "0.33.0"),
              options=dict(max_num_batched_tokens=32, dynamic_k=[(1, 1, 3), (2, 8, 1)])),
     Scenario("discarded-chunk-next-token", "The vLLM seed (fixed by PR #26231): a batch "
              "without drafts and a discarded chunked-prefill row. 0.11.0's max_gen_len == 1 "
