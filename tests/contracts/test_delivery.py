@@ -232,3 +232,17 @@ def test_the_scan_sees_a_second_decision():
     """The scan is not vacuous: a copy of the strict branch is found."""
     sample = "    STATS.violations += 1\n    raise ContractViolation.from_violations(s, v)\n"
     assert len(_deciding_lines(sample, _DECIDING["_core/_delivery.py"])) == 2
+
+
+def test_every_listener_of_the_process_is_on_the_design_page():
+    """Each listener registered for the process (not for a block or a test) is named in
+    the design page's table, with its module."""
+    import specguard.adapters  # noqa: F401  (registers its listeners)
+    from specguard.contracts._core import _delivery
+
+    design = (ROOT / "docs" / "design.md").read_text(encoding="utf-8")
+    named = [f"{listener.__module__}.{listener.__qualname__}"
+             for listener in _delivery._listeners if hasattr(listener, "__qualname__")
+             and str(getattr(listener, "__module__", "")).startswith("specguard.")]
+    assert "specguard.adapters._snapshot_write.keep" in named
+    assert [name for name in named if f"`{name}`" not in design] == []
