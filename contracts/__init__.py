@@ -66,7 +66,7 @@ from specguard.contracts._core._schema import json_schema as json_schema
 from specguard.contracts._core._schema import schema_model as schema_model
 from specguard.contracts._core._stats import STATS as STATS
 from specguard.contracts._core._validate import validate as validate
-from specguard.contracts._core._values import Values as Values
+from specguard.contracts._core._values import ValueChecks as ValueChecks
 from specguard.contracts._core._violation import Finding as Finding
 from specguard.contracts._core._violation import Violation as Violation
 from specguard.contracts._core._warn import warn as warn
@@ -119,7 +119,7 @@ __all__ = [
     "ScalarField",
     "ScheduledBatch",
     "SpecguardError",
-    "Values",
+    "ValueChecks",
     "VerifyOutput",
     "Violation",
     "boundary_object",

@@ -32,7 +32,7 @@ from specguard.contracts._core._fields import ArrayField, FieldSpec
 from specguard.contracts._core._metadata import compile_fast_check, metadata_findings
 from specguard.contracts._core._registry import REGISTRY, Rule, rules_for
 from specguard.contracts._core._stats import STATS
-from specguard.contracts._core._values import Values, host_twin, plain_twin
+from specguard.contracts._core._values import ValueChecks, host_twin, plain_twin
 from specguard.contracts._core._violation import Finding, Violation
 
 __all__ = ["Plan", "validate"]
@@ -197,7 +197,7 @@ def _value_violations(
 ) -> list[Violation]:
     # The hot loop of full depth: no helper call and no allocation per rule, since a
     # try block costs nothing until something raises.
-    values = Values(config, plan.subject)
+    values = ValueChecks(config, plan.subject)
     # Clean metadata guarantees one backend and device: only then may rules read views.
     if bindings is None:
         target = plan.rule_target(obj)

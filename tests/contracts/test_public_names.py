@@ -14,7 +14,7 @@ CONTRACTS_API = (
     "Bool", "Boundary", "BoundaryObject", "Collect", "Config", "ConfigError", "ContractViolation",
     "DeferredViolation", "Delivery", "DeliveryContext", "Depth", "DeviceValues", "Dim",
     "DraftTokens", "DrafterInput", "DrafterOutput", "Finding", "Index", "Mode", "ModelInput",
-    "Rule", "ScalarField", "ScheduledBatch", "SpecguardError", "Values", "VerifyOutput",
+    "Rule", "ScalarField", "ScheduledBatch", "SpecguardError", "ValueChecks", "VerifyOutput",
     "Violation", "boundary_object", "checking", "configure", "current_config", "describe",
     "field_docs", "fields_of", "flush_deferred", "format_report", "json_schema", "listen",
     "listening", "pending_deferred", "report", "restore_config", "rule", "schema_model",
