@@ -25,12 +25,10 @@ from typing import Any, TypeVar, cast
 from beartype.door import TypeHint, is_bearable
 from beartype.roar import BeartypeException
 
-from specguard.adapters._snapshot_write import capture_object
 from specguard.contracts import (
     STATS,
     BoundaryObject,
     Config,
-    ContractViolation,
     Depth,
     Finding,
     Mode,
@@ -93,11 +91,8 @@ def _checker(spec: Any, label: str, name: str) -> Check:
             if not isinstance(value, spec):
                 _wrong_type(spec, value, label, name, boundary)
                 return
-            try:
-                validate(value, config=config)
-            except ContractViolation as error:
-                capture_object(value, error)
-                raise
+            # A violation is delivered with the object itself: the snapshot keeps it.
+            validate(value, config=config)
 
         return check_object
     if _is_view(spec):

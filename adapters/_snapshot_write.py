@@ -1,9 +1,14 @@
-"""Writing violation snapshots: the offending object in a file, on the way to a raise.
+"""Writing violation snapshots: the offending object in a file, as a violation is delivered.
 
-Set ``SPECGUARD_SNAPSHOT_DIR`` and every violation an adapter or a guard is about to
-raise is first written there (see :mod:`specguard.adapters.snapshots`, which also reads
-them back). This module knows only the file format: it imports no check, so every
-adapter can write a snapshot without depending on the ones that read it.
+Set ``SPECGUARD_SNAPSHOT_DIR`` and every violation delivered about an object (raised in
+strict mode, logged in warn mode) is first written there, with the object: this
+module's :func:`keep` is a listener of every delivery, registered when
+``specguard.adapters`` is imported. It reads what the delivery is about
+(``Delivery.about``: the object validated, or the one an adapter's ``build`` describes
+with its previous state) and notes the file in the delivery, so the exception's
+``next:`` line names it (:mod:`specguard.adapters.snapshots` reads files back). This
+module knows only the file format: it imports no check, so every adapter can write a
+snapshot without depending on the ones that read it.
 
 A file is created under an unpredictable name with ``O_CREAT | O_EXCL`` in the target
 folder (``tempfile.mkstemp``), so a link planted there is never followed, then renamed
@@ -12,20 +17,31 @@ into place atomically: a reader sees a whole snapshot or none.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import re
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
+from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 from specguard.adapters import _snapshot_format as fmt
-from specguard.contracts import BoundaryObject, ContractViolation, Violation, fields_of
+from specguard.contracts import (
+    BoundaryObject,
+    ContractViolation,
+    Delivery,
+    DeliveryContext,
+    Violation,
+    fields_of,
+    listen,
+)
 
-__all__ = ["ENV_DIR", "MAX_PER_PROCESS", "built", "capture", "capture_object", "write"]
+__all__ = ["ENV_DIR", "MAX_PER_PROCESS", "built", "capture", "keep", "keeping_nothing",
+           "write"]
 
 #: The environment variable naming the folder snapshots are written to.
 ENV_DIR = "SPECGUARD_SNAPSHOT_DIR"
@@ -36,17 +52,50 @@ B = TypeVar("B", bound=BoundaryObject)
 
 _log = logging.getLogger("specguard")
 _written = 0
+_muted: ContextVar[bool] = ContextVar("specguard_snapshots_muted", default=False)
 
 
-def capture(subject: str, fields: Mapping[str, Any], error: ContractViolation, *,
+def keep(delivery: Delivery) -> None:
+    """The snapshot listener: write the object ``delivery`` is about when
+    ``SPECGUARD_SNAPSHOT_DIR`` is set, in strict and warn mode alike, and note the file
+    in the delivery. Never raises."""
+    if _muted.get() or not os.environ.get(ENV_DIR, "").strip() or _written >= MAX_PER_PROCESS:
+        return
+    about = delivery.about()
+    if about is None:
+        return
+    state = about.state if isinstance(about.state, BoundaryObject) else None
+    path = capture(about.type_name, about.fields, delivery.violations, state=state)
+    if path is not None:
+        delivery.kept_at = str(path)
+
+
+@contextlib.contextmanager
+def keeping_nothing() -> Iterator[None]:
+    """No snapshot is written for what is delivered inside the block (in this thread or
+    task): re-checking a snapshot must not write another."""
+    token = _muted.set(True)
+    try:
+        yield
+    finally:
+        _muted.reset(token)
+
+
+def capture(subject: str, fields: Mapping[str, Any],
+            violations: ContractViolation | Sequence[Violation], *,
             state: BoundaryObject | None = None) -> Path | None:
-    """Write a snapshot if ``SPECGUARD_SNAPSHOT_DIR`` is set; never raises."""
+    """Write a snapshot if ``SPECGUARD_SNAPSHOT_DIR`` is set; never raises.
+
+    ``violations`` are those reported (a :class:`ContractViolation` stands for its own).
+    """
     global _written
     directory = os.environ.get(ENV_DIR, "").strip()
     if not directory or _written >= MAX_PER_PROCESS:
         return None
+    found = violations.violations if isinstance(violations, ContractViolation) \
+        else tuple(violations)
     try:
-        path = write(Path(directory), subject, fields, error.violations, state=state)
+        path = write(Path(directory), subject, fields, found, state=state)
     except (OSError, ValueError, TypeError) as problem:
         _log.warning("specguard: could not write a snapshot to %s: %s", directory, problem)
         return None
@@ -55,23 +104,13 @@ def capture(subject: str, fields: Mapping[str, Any], error: ContractViolation, *
     return path
 
 
-def capture_object(obj: BoundaryObject, error: ContractViolation) -> Path | None:
-    """:func:`capture` for an object that exists (a guard re-validating an argument)."""
-    fields = {f.name: getattr(obj, f.name) for f in fields_of(type(obj))}
-    return capture(type(obj).__name__, fields, error)
-
-
 def built(cls: type[B], /, **fields: Any) -> B:
-    """``cls(**fields)``; a violation it raises is first written to a snapshot.
+    """``cls(**fields)``; a violation it delivers keeps ``fields`` in a snapshot.
 
-    For engines that build boundary objects themselves: the object never exists when its
-    constructor raises, so the fields it was given are what the snapshot keeps.
+    For engines that build boundary objects themselves: what the constructor reports
+    before the object exists keeps the fields it was given.
     """
-    try:
-        return cls(**fields)
-    except ContractViolation as error:
-        capture(cls.__name__, fields, error)
-        raise
+    return DeliveryContext(None, cls.__name__, fields).construct(cls, fields)
 
 
 def write(directory: Path, subject: str, fields: Mapping[str, Any],
@@ -112,10 +151,10 @@ def _violation_record(violation: Violation) -> dict[str, object]:
     binding) is left out: the bounded reason text already describes it, and a file that
     cannot be read back (or a number too long to print) would lose the whole snapshot."""
     record = violation.to_dict()
-    for key in ("position", "seq_id", "token"):
-        if isinstance(record[key], int) and record[key] not in _INT64:
+    for key, value in record.items():
+        if isinstance(value, int) and value not in _INT64:
             record[key] = None
-    bindings = cast(dict[str, int], record["bindings"])
+    bindings = violation.bindings
     record["bindings"] = {name: value for name, value in bindings.items() if value in _INT64}
     return record
 
@@ -124,3 +163,6 @@ def _record(obj: BoundaryObject, budget: fmt.Budget) -> dict[str, Any]:
     return {"type": type(obj).__name__,
             "fields": {f.name: fmt.encode(getattr(obj, f.name), budget)
                        for f in fields_of(type(obj))}}
+
+
+listen(keep)

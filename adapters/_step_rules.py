@@ -18,11 +18,11 @@ from specguard.contracts import (
     BoundaryObject,
     Finding,
     Index,
-    Values,
+    ValueChecks,
     boundary_object,
     rule,
 )
-from specguard.contracts.ops import host_value as int_at
+from specguard.contracts.ops import host_value
 
 __all__ = ["DraftRows", "RecomputedTokens", "StepTransition", "VerifyRows"]
 
@@ -112,7 +112,7 @@ class DraftRows(BoundaryObject):
     """The seq of each drafter row."""
 
 
-def _mismatch(expected: Any, actual: Any, what: str, values: Values,
+def _mismatch(expected: Any, actual: Any, what: str, values: ValueChecks,
               locate: Any) -> Finding | None:
     """First row where ``actual`` stops following ``expected``, as a finding."""
     n, m = expected.shape[0], actual.shape[0]
@@ -122,12 +122,12 @@ def _mismatch(expected: Any, actual: Any, what: str, values: Values,
         return Finding(
             f"{m} {what} rows for {n} seqs", "seq_ids",
             position=locate(row) if missing else None,
-            seq_id=int_at(expected, row) if missing else None,
+            seq_id=host_value(expected, row) if missing else None,
             expected=f"{n} rows in batch order", actual=f"{m} rows")
     return values.any_true(actual != expected, lambda i: Finding(
-        f"{what} row {i} belongs to seq {int_at(actual, i)}", "seq_ids",
-        position=locate(i), seq_id=int_at(expected, i),
-        expected=f"seq {int_at(expected, i)}", actual=f"seq {int_at(actual, i)}"))
+        f"{what} row {i} belongs to seq {host_value(actual, i)}", "seq_ids",
+        position=locate(i), seq_id=host_value(expected, i),
+        expected=f"seq {host_value(expected, i)}", actual=f"seq {host_value(actual, i)}"))
 
 
 @rule("SG601", "a seq resumes where its previous step left off",
@@ -135,7 +135,7 @@ def _mismatch(expected: Any, actual: Any, what: str, values: Values,
       fields={"starts", "expected_starts"},
       bug="ATOM C11: decode context_lens minus a stale num_rejected shifts every position "
       "of a deferred seq; vLLM I6: scheduler and runner disagreeing on the rejected count.")
-def _resumes(step: StepTransition, values: Values) -> Finding | None:
+def _resumes(step: StepTransition, values: ValueChecks) -> Finding | None:
     """A seq's first scheduled position is where its last step left it: the previous start
     plus the chunk after a prefill, plus the accepted drafts and one after a decode (the
     correction token is the new anchor). A step whose drafts sit behind more than one
@@ -154,9 +154,9 @@ def _resumes(step: StepTransition, values: Values) -> Finding | None:
     starts, expected = step.starts, step.expected_starts
     bad = (expected >= 0) & (starts >= 0) & (starts != expected)
     return values.any_true(bad, lambda i: Finding(
-        f"starts at position {int_at(starts, i)}, but its previous step (row "
-        f"{int_at(step.prev_rows, i)}) left it at {int_at(expected, i)}", "starts",
-        position=i, expected=str(int_at(expected, i)), actual=str(int_at(starts, i))))
+        f"starts at position {host_value(starts, i)}, but its previous step (row "
+        f"{host_value(step.prev_rows, i)}) left it at {host_value(expected, i)}", "starts",
+        position=i, expected=str(host_value(expected, i)), actual=str(host_value(starts, i))))
 
 
 @rule("SG602", "drafts carried into a step are the ones proposed for the seq",
@@ -165,7 +165,7 @@ def _resumes(step: StepTransition, values: Values) -> Finding | None:
       bug="vLLM #43434: drafts scattered from the current buffer instead of the previous "
       "step's, misassigned after a reorder; ATOM #1444: compacted rows shifting drafts "
       "onto the neighbouring seq.")
-def _carried(step: StepTransition, values: Values) -> Finding | None:
+def _carried(step: StepTransition, values: ValueChecks) -> Finding | None:
     """The verifier checks drafts against the target's logits whatever their origin: a
     row holding another seq's drafts, or older ones, is verified anyway and, where a
     prefix happens to match, emitted as real output. Shifted rows are the silent form of
@@ -185,7 +185,7 @@ def _carried(step: StepTransition, values: Values) -> Finding | None:
         return Finding(
             f"draft {column} is {int(drafts[row, column])}, but the previous step proposed "
             f"{int(proposed[row, column])} for this seq", "draft_token_ids",
-            position=int_at(step.decode_positions, row),
+            position=host_value(step.decode_positions, row),
             expected=str(int(proposed[row, column])), actual=str(int(drafts[row, column])))
 
     return values.any_true(bad, explain)
@@ -197,7 +197,7 @@ def _carried(step: StepTransition, values: Values) -> Finding | None:
               "decode_positions"},
       bug="vLLM #37629/#40768: a request re-entering the batch with [-1, -1, -1] "
       "placeholders that nothing overwrote reached F.embedding (device-side assert).")
-def _refilled(step: StepTransition, values: Values) -> Finding | None:
+def _refilled(step: StepTransition, values: ValueChecks) -> Finding | None:
     """A runner that keeps drafts on the device (ATOM's deferred rows, vLLM's async
     placeholders) fills the row from its previous-step buffer at the seq's previous row.
     A seq that was not in the previous forward has no such row: its placeholders reach
@@ -216,18 +216,18 @@ def _refilled(step: StepTransition, values: Values) -> Finding | None:
     return values.any_true(bad, lambda row: Finding(
         "row is filled from the previous step's drafts, but the seq was not in the "
         "previous forward", "draft_token_ids",
-        position=int_at(step.decode_positions, row), expected="a row in the previous forward"))
+        position=host_value(step.decode_positions, row), expected="a row in the previous forward"))
 
 
 @rule("SG604", "verify rows follow the step's decode seqs in batch order",
       boundary=Boundary.VERIFY, applies_to=("VerifyRows",), fields={"seq_ids", "batch_ids"},
       bug="ATOM C9: prev_batch.req_ids order must match the sampled rows; vLLM #49355: "
       "sampled rows shaped for one token per request under pipeline parallelism.")
-def _verify_rows(rows: VerifyRows, values: Values) -> Finding | None:
+def _verify_rows(rows: VerifyRows, values: ValueChecks) -> Finding | None:
     """Accepted tokens are delivered, and the next anchors picked, by row: a row that
     belongs to another seq hands it someone else's tokens and rolls back the wrong KV."""
     return _mismatch(rows.batch_ids, rows.seq_ids, "verify", values,
-                     lambda row: int_at(rows.positions, row))
+                     lambda row: host_value(rows.positions, row))
 
 
 @rule("SG605", "a row accepts at most the real drafts it carried",
@@ -235,7 +235,7 @@ def _verify_rows(rows: VerifyRows, values: Values) -> Finding | None:
       fields={"num_accepted", "num_drafts", "seq_ids", "batch_ids"},
       bug="vLLM #46533: a -1 placeholder draft could be accepted by the random-sampling "
       "kernel and emitted as a real token.")
-def _accepted_drafts(rows: VerifyRows, values: Values) -> Finding | None:
+def _accepted_drafts(rows: VerifyRows, values: ValueChecks) -> Finding | None:
     """Placeholder slots are fed to keep shapes uniform, never to be accepted: accepting
     one emits a placeholder as output and advances the context past tokens that were
     never proposed."""
@@ -243,10 +243,10 @@ def _accepted_drafts(rows: VerifyRows, values: Values) -> Finding | None:
         return None  # SG604 reports the misaligned rows
     bad = rows.num_accepted > rows.num_drafts
     return values.any_true(bad, lambda i: Finding(
-        f"accepted {int_at(rows.num_accepted, i)} drafts, but the row carried "
-        f"{int_at(rows.num_drafts, i)} real drafts", "num_accepted",
-        position=int_at(rows.positions, i), seq_id=int_at(rows.batch_ids, i),
-        expected=f"<= {int_at(rows.num_drafts, i)}"))
+        f"accepted {host_value(rows.num_accepted, i)} drafts, but the row carried "
+        f"{host_value(rows.num_drafts, i)} real drafts", "num_accepted",
+        position=host_value(rows.positions, i), seq_id=host_value(rows.batch_ids, i),
+        expected=f"<= {host_value(rows.num_drafts, i)}"))
 
 
 @rule("SG606", "drafter rows are the step's seqs, in batch order",
@@ -254,7 +254,7 @@ def _accepted_drafts(rows: VerifyRows, values: Values) -> Finding | None:
       fields={"seq_ids", "batch_ids"},
       bug="ATOM C17: the next step gathers draft_token_ids[deferred_prev] by previous "
       "batch row; vLLM I9: DraftTokenIds paired with req_ids by position.")
-def _draft_rows(rows: DraftRows, values: Values) -> Finding | None:
+def _draft_rows(rows: DraftRows, values: ValueChecks) -> Finding | None:
     """The next step reads a seq's drafts at its row of this step. A drafter output with
     padded, filtered or reordered rows hands every seq after the first difference its
     neighbour's drafts."""
@@ -269,7 +269,7 @@ def _draft_rows(rows: DraftRows, values: Values) -> Finding | None:
       "#43434) verifies a seq whose prefill just ended with none: its host row is still "
       "empty, as ATOM's spec_token_ids is on that step. vLLM I5d strips scheduled drafts by "
       "mutating scheduler_output when the runner decides the drafter did not run.")
-def _whole_proposal(step: StepTransition, values: Values) -> Finding | None:
+def _whole_proposal(step: StepTransition, values: ValueChecks) -> Finding | None:
     """Speculation pays off only through the drafts that reach the verifier. A seq whose
     proposal is dropped on the way (a host row still empty because the drafts are on the
     device, drafts stripped from the batch, a row cut short) is verified with fewer drafts
@@ -280,10 +280,10 @@ def _whole_proposal(step: StepTransition, values: Values) -> Finding | None:
     expected, carried = step.expected_num_drafts, step.num_drafts
     bad = (expected >= 0) & (carried != expected)
     return values.any_true(bad, lambda row: Finding(
-        f"carries {int_at(carried, row)} drafts, but the previous step proposed "
-        f"{int_at(expected, row)} for this seq", "num_drafts",
-        position=int_at(step.decode_positions, row),
-        expected=str(int_at(expected, row)), actual=str(int_at(carried, row))))
+        f"carries {host_value(carried, row)} drafts, but the previous step proposed "
+        f"{host_value(expected, row)} for this seq", "num_drafts",
+        position=host_value(step.decode_positions, row),
+        expected=str(host_value(expected, row)), actual=str(host_value(carried, row))))
 
 
 @rule("SG608", "a recomputed seq re-feeds only the tokens it was emitted",
@@ -293,7 +293,7 @@ def _whole_proposal(step: StepTransition, values: Values) -> Finding | None:
       "was in keeps the placeholders postprocess appended for that step (it strips "
       "mtp_k + num_rejected, the count before the append), and the recompute feeds them "
       "as real tokens.")
-def _recomputed(tokens: RecomputedTokens, values: Values) -> Finding | None:
+def _recomputed(tokens: RecomputedTokens, values: ValueChecks) -> Finding | None:
     """A preempted seq is recomputed from its history: its prompt and the tokens the
     verifier emitted for it. A placeholder slot (a draft position that was never
     verified, an EOS appended to reserve room) or a token other than the one emitted at
@@ -309,8 +309,8 @@ def _recomputed(tokens: RecomputedTokens, values: Values) -> Finding | None:
     before them is fine. Engine-independent; needs the verifier's rows on the host."""
     bad = tokens.token_positions >= 0
     return values.any_true(bad, lambda i: Finding(
-        f"re-feeds token {int_at(tokens.fed, i)} at position "
-        f"{int_at(tokens.token_positions, i)}, where the verifier emitted "
-        f"{int_at(tokens.emitted, i)}", "token_positions",
-        position=int_at(tokens.positions, i), seq_id=int_at(tokens.seq_ids, i),
-        expected=str(int_at(tokens.emitted, i)), actual=str(int_at(tokens.fed, i))))
+        f"re-feeds token {host_value(tokens.fed, i)} at position "
+        f"{host_value(tokens.token_positions, i)}, where the verifier emitted "
+        f"{host_value(tokens.emitted, i)}", "token_positions",
+        position=host_value(tokens.positions, i), seq_id=host_value(tokens.seq_ids, i),
+        expected=str(host_value(tokens.emitted, i)), actual=str(host_value(tokens.fed, i))))

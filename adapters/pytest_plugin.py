@@ -14,9 +14,11 @@ decorated before pytest could apply it (a module imported by another plugin, say
 the mode was off stays the plain function: the run warns and names it.
 
 Strict means strict: under ``--specguard=strict`` a test during which a violation was
-only logged (because the code under test switched to ``checking(mode="warn")``) fails,
-listing what was logged. A violation that was raised and caught by the test, as
-``pytest.raises`` does, is the test's own business. Then:
+delivered in warn mode, so only logged (because the code under test switched to
+``checking(mode="warn")``), fails, listing those violations. The plugin learns it from
+its listener, which every delivery tells its mode, not from the log. A violation that
+was raised and caught by the test, as ``pytest.raises`` does, is the test's own
+business. Then:
 
 * the ``specguard_violations`` fixture is the list of violations reported during the test,
   in every mode (a warn-mode one is only logged; a strict one may have been caught);
@@ -27,8 +29,6 @@ listing what was logged. A violation that was raised and caught by the test, as
 from __future__ import annotations
 
 import contextlib
-import logging
-import re
 from collections.abc import Generator, Iterator, Sequence
 from typing import Any
 
@@ -39,12 +39,27 @@ __all__ = ["specguard_violations"]
 _MODES = ("off", "warn", "strict")
 _DEPTHS = ("metadata", "essential", "full")
 _SETTINGS = pytest.StashKey[dict[str, str]]()
-_SEEN = pytest.StashKey[list[Any]]()
 _LISTENER = pytest.StashKey[contextlib.ExitStack]()
 _PREVIOUS = pytest.StashKey[Any]()
 _UNCHECKED = pytest.StashKey[list[str]]()
-# What warn mode logs for a violation: ``specguard: SG101 ...``.
-_LOGGED_VIOLATION = re.compile(r"^specguard: SG\d{3} ")
+
+
+class _Recorder:
+    """The listener of one test: every violation delivered, and, while the test body
+    runs, those delivered in warn mode (only logged), which a strict run fails."""
+
+    def __init__(self) -> None:
+        self.seen: list[Any] = []
+        self.logged: list[Any] = []
+        self.in_call = False
+
+    def __call__(self, delivery: Any) -> None:
+        self.seen.extend(delivery.violations)
+        if self.in_call and delivery.mode.value == "warn":
+            self.logged.extend(delivery.violations)
+
+
+_RECORDER = pytest.StashKey[_Recorder]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -147,10 +162,10 @@ def _applied(item: pytest.Item) -> Iterator[None]:
 def pytest_runtest_setup(item: pytest.Item) -> Generator[None, None, None]:
     """Start recording violations, then set up the test under the run's settings."""
     from specguard import contracts
-    seen: list[Any] = []
-    item.stash[_SEEN] = seen
+    recorder = _Recorder()
+    item.stash[_RECORDER] = recorder
     stack = contextlib.ExitStack()
-    stack.enter_context(contracts.listening(seen.extend))
+    stack.enter_context(contracts.listening(recorder))
     item.stash[_LISTENER] = stack
     with _applied(item):
         return (yield)
@@ -159,34 +174,23 @@ def pytest_runtest_setup(item: pytest.Item) -> Generator[None, None, None]:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
     """Run the test body under the run's settings; under strict, fail it for violations
-    that were only logged."""
-    logged = _LoggedViolations()
-    logger = logging.getLogger("specguard")
-    logger.addHandler(logged)
+    that were delivered in warn mode (only logged)."""
+    recorder = item.stash.get(_RECORDER, None)
+    if recorder is not None:
+        recorder.in_call = True
     try:
         with _applied(item):
             result = yield
     finally:
-        logger.removeHandler(logged)
-    if logged.lines and _strict_run(item):
-        shown = "\n".join(f"  {line}" for line in logged.lines[:20])
-        pytest.fail(f"--specguard=strict: {len(logged.lines)} violation(s) were only logged "
+        if recorder is not None:
+            recorder.in_call = False
+    if recorder is not None and recorder.logged and _strict_run(item):
+        lines = list(dict.fromkeys(v.format() for v in recorder.logged))
+        shown = "\n".join(f"  {line}" for line in lines[:20])
+        pytest.fail(f"--specguard=strict: {len(recorder.logged)} violation(s) were only logged "
                     "(the code under test switched specguard to warn mode), and strict fails "
                     f"them:\n{shown}", pytrace=False)
     return result
-
-
-class _LoggedViolations(logging.Handler):
-    """Collects the violations warn mode logs while installed."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.lines: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        message = record.getMessage()
-        if _LOGGED_VIOLATION.match(message):
-            self.lines.append(message.removeprefix("specguard: "))
 
 
 def _strict_run(item: pytest.Item) -> bool:
@@ -210,7 +214,8 @@ def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, None, None]:
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
     """Attach the violations reported so far to a failing test's report."""
     report = yield
-    seen = item.stash.get(_SEEN, [])
+    recorder = item.stash.get(_RECORDER, None)
+    seen = recorder.seen if recorder is not None else []
     if report.failed and seen:
         lines = [v.format() for v in seen]
         report.sections.append(("specguard", f"{len(lines)} violation(s) reported:\n"
@@ -221,5 +226,6 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 @pytest.fixture
 def specguard_violations(request: pytest.FixtureRequest) -> list[Any]:
     """The ``specguard.contracts.Violation`` records reported during this test, in every mode."""
-    seen: list[Any] = request.node.stash.get(_SEEN, [])
+    recorder = request.node.stash.get(_RECORDER, None)
+    seen: list[Any] = recorder.seen if recorder is not None else []
     return seen

@@ -52,7 +52,7 @@ from specguard.contracts import (
     Depth,
     Finding,
     Index,
-    Values,
+    ValueChecks,
     boundary_object,
     checking,
     rule,
@@ -223,7 +223,7 @@ def _verb(singular: str, plural: str) -> Any:
       bug="vLLM #46994 (review): one rank's mismatched broadcast deadlocked the group until "
       "the 600 s NCCL watchdog took it down, and the healthy ranks showed only secondary "
       "errors (gloo 'Connection closed', 'Worker died unexpectedly').")
-def _none_stopped(ranks: RankAgreement, values: Values) -> Finding | None:
+def _none_stopped(ranks: RankAgreement, values: ValueChecks) -> Finding | None:
     """A rank whose own checks stop it leaves the others waiting in the step's
     collectives. It finishes the step's collectives, says so in its next row, and every
     rank stops at that same point, naming it, instead of hanging until a watchdog or
@@ -242,7 +242,7 @@ def _none_stopped(ranks: RankAgreement, values: Values) -> Finding | None:
       bug="vllm-ascend #2582: a DP server hung when there were fewer requests than ranks, "
       "an idle rank not stepping with the others; vLLM #40589: one DP rank skipped the "
       "drafter for a step while the others ran its dummy run, and the group hung.")
-def _same_step(ranks: RankAgreement, values: Values) -> Finding | None:
+def _same_step(ranks: RankAgreement, values: ValueChecks) -> Finding | None:
     """Collectives pair up by order, not by name: a rank that skipped a step, or ran one
     twice, hands its tokens to the other ranks' next collective. Shapes then disagree
     and the group hangs (NCCL) or aborts (gloo), or, worse, they happen to agree and
@@ -255,7 +255,7 @@ def _same_step(ranks: RankAgreement, values: Values) -> Finding | None:
       bug="vLLM #40589: one DP rank skipped proposing drafts for a step (its seqs were "
       "near max_model_len) while the others drafted: the ranks disagreed on speculation "
       "and hung; xLLM #2255: idle ranks vetoed speculation for the whole DP group.")
-def _same_mtp_k(ranks: RankAgreement, values: Values) -> Finding | None:
+def _same_mtp_k(ranks: RankAgreement, values: ValueChecks) -> Finding | None:
     """``mtp_k`` fixes the shape of everything speculative that the ranks run together:
     decode spans of ``mtp_k + 1`` tokens, the drafter's forwards, the uniform-decode
     graphs and the dummy batch of an idle rank. A rank that drafts a different number of
@@ -270,7 +270,7 @@ def _same_mtp_k(ranks: RankAgreement, values: Values) -> Finding | None:
       "instead of num_tokens_after_padding, so ranks ran different graphs and hung; "
       "vllm-ascend #1636: max_num_tokens_across_dp computed from a local pad size "
       "differed across DP ranks.")
-def _same_padding(ranks: RankAgreement, values: Values) -> Finding | None:
+def _same_padding(ranks: RankAgreement, values: ValueChecks) -> Finding | None:
     """Under DP attention the MoE layers all-gather every rank's tokens padded to one
     size agreed from every rank's count. A rank that pads to another size sends a buffer
     of another length (NCCL hangs, gloo aborts); a size smaller than some rank's batch
@@ -306,7 +306,7 @@ def _same_padding(ranks: RankAgreement, values: Values) -> Finding | None:
       "decode spans of 1 + num_speculative_tokens, so the group fell off its CUDA graphs; "
       "vllm-ascend #15347: the idle rank's one-token dummy downgraded every active rank "
       "to an eager forward.")
-def _same_dummy(ranks: RankAgreement, values: Values) -> Finding | None:
+def _same_dummy(ranks: RankAgreement, values: ValueChecks) -> Finding | None:
     """An idle rank still joins the step's collectives with a dummy batch. If ranks
     disagree on what that batch is, the group's shape and graph choice depend on which
     rank happens to be idle: mismatched collectives, or a silent fall to a slow path."""
@@ -329,7 +329,7 @@ def _same_dummy(ranks: RankAgreement, values: Values) -> Finding | None:
       applies_to=("RankAgreement",), fields={"seq_ids"},
       bug="vLLM #27987 (after #27723): request ids, the key of every table in the "
       "engine, collided when several clients each numbered their own requests.")
-def _unique_across_ranks(ranks: RankAgreement, values: Values) -> Finding | None:
+def _unique_across_ranks(ranks: RankAgreement, values: ValueChecks) -> Finding | None:
     """Outputs, KV transfers and aborts are routed by seq id. An id that two ranks both
     hold sends one rank's tokens to the other's request: the front end keeps whichever
     arrives last, and nothing crashes."""

@@ -1,8 +1,9 @@
 """Violation snapshots: the offending object in a file, and reading it back.
 
-Set ``SPECGUARD_SNAPSHOT_DIR`` and every violation an adapter or a guard is about to
-raise is first written there as JSON: the boundary object's fields (arrays with dtype and
-shape), the previous step's state it was checked against, and the violations reported.
+Set ``SPECGUARD_SNAPSHOT_DIR`` and every violation delivered about a boundary object
+(raised in strict mode, logged in warn mode) is first written there as JSON: the
+object's fields (arrays with dtype and shape), the previous step's state it was checked
+against, and the violations reported; the exception's ``next:`` line names the file.
 Then, on any machine::
 
     specguard check ScheduledBatch-20260704-101500-4242-0001.json
@@ -13,7 +14,7 @@ be read. Files are parsed by strict models with size limits (see
 :mod:`specguard.adapters._snapshot_format`): a truncated, corrupt, ambiguous or hostile
 file is a :class:`SnapshotError`, never code execution. Writing
 (:func:`capture`, :func:`write`, :func:`built`) copies device arrays to the host; it only
-happens on the way to raising.
+happens when a violation is delivered. Reading a file back writes none.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from specguard.adapters._snapshot_write import (
     MAX_PER_PROCESS,
     built,
     capture,
-    capture_object,
+    keeping_nothing,
     write,
 )
 from specguard.adapters.step_tracker import StepState
@@ -55,7 +56,6 @@ __all__ = [
     "SnapshotError",
     "built",
     "capture",
-    "capture_object",
     "load",
     "recheck",
     "write",
@@ -174,7 +174,8 @@ def _state(record: fmt.ObjectRecord, path: str | Path) -> BoundaryObject:
     with checking(mode=Mode.OFF):
         state = StepState(**fields)
     try:
-        validate(state, config=Config(mode=Mode.STRICT, depth=Depth.METADATA))
+        with keeping_nothing():
+            validate(state, config=Config(mode=Mode.STRICT, depth=Depth.METADATA))
     except ContractViolation as error:
         raise SnapshotError(f"snapshot {path}: the previous step's state is malformed: "
                             f"{error}") from None
@@ -187,7 +188,9 @@ def recheck(snapshot: Snapshot) -> list[Violation]:
     with checking(mode=Mode.OFF):
         obj = cls(**snapshot.fields)
     try:
-        validate(obj, config=Config(mode=Mode.STRICT, depth=Depth.FULL, collect=Collect.ALL))
+        with keeping_nothing():
+            validate(obj, config=Config(mode=Mode.STRICT, depth=Depth.FULL,
+                                        collect=Collect.ALL))
     except ContractViolation as error:
         return list(error.violations)
     return []

@@ -9,7 +9,8 @@ Build an object and it is validated under the current mode::
     batch = sg.ScheduledBatch(..., draft_token_ids=drafts.draft_token_ids, ...)
 
 A broken rule raises :class:`ContractViolation` naming the rule, the seq and its batch
-position (strict), is logged (warn), or is not looked for at all (off).
+position (strict), is logged (warn), or is not looked for at all (off); either way every
+listener (:func:`listening`) is told first.
 """
 
 from specguard.contracts._boundaries import (  # noqa: F401  (register rules, clearances)
@@ -42,6 +43,11 @@ from specguard.contracts._core._contract import boundary_classes as boundary_cla
 from specguard.contracts._core._contract import boundary_object as boundary_object
 from specguard.contracts._core._deferred import flush_deferred as flush_deferred
 from specguard.contracts._core._deferred import pending_count as pending_deferred
+from specguard.contracts._core._delivery import Delivery as Delivery
+from specguard.contracts._core._delivery import DeliveryContext as DeliveryContext
+from specguard.contracts._core._delivery import listen as listen
+from specguard.contracts._core._delivery import listening as listening
+from specguard.contracts._core._delivery import report as report
 from specguard.contracts._core._dims import DIMENSIONS as DIMENSIONS
 from specguard.contracts._core._dims import Dim as Dim
 from specguard.contracts._core._docs import field_docs as field_docs
@@ -51,7 +57,7 @@ from specguard.contracts._core._errors import DeferredViolation as DeferredViola
 from specguard.contracts._core._errors import SpecguardError as SpecguardError
 from specguard.contracts._core._fields import ArrayField as ArrayField
 from specguard.contracts._core._fields import ScalarField as ScalarField
-from specguard.contracts._core._listeners import listening as listening
+from specguard.contracts._core._format import format_report as format_report
 from specguard.contracts._core._registry import REGISTRY as REGISTRY
 from specguard.contracts._core._registry import Boundary as Boundary
 from specguard.contracts._core._registry import Rule as Rule
@@ -60,9 +66,8 @@ from specguard.contracts._core._registry import structural_rule as structural_ru
 from specguard.contracts._core._schema import json_schema as json_schema
 from specguard.contracts._core._schema import schema_model as schema_model
 from specguard.contracts._core._stats import STATS as STATS
-from specguard.contracts._core._validate import report as report
 from specguard.contracts._core._validate import validate as validate
-from specguard.contracts._core._values import Values as Values
+from specguard.contracts._core._values import ValueChecks as ValueChecks
 from specguard.contracts._core._violation import Finding as Finding
 from specguard.contracts._core._violation import Violation as Violation
 from specguard.contracts._core._warn import warn as warn
@@ -97,6 +102,8 @@ __all__ = [
     "ConfigError",
     "ContractViolation",
     "DeferredViolation",
+    "Delivery",
+    "DeliveryContext",
     "Depth",
     "DeviceValues",
     "Dim",
@@ -111,7 +118,7 @@ __all__ = [
     "ScalarField",
     "ScheduledBatch",
     "SpecguardError",
-    "Values",
+    "ValueChecks",
     "VerifyOutput",
     "Violation",
     "boundary_classes",
@@ -123,7 +130,9 @@ __all__ = [
     "field_docs",
     "fields_of",
     "flush_deferred",
+    "format_report",
     "json_schema",
+    "listen",
     "listening",
     "pending_deferred",
     "report",

@@ -16,14 +16,14 @@ Rules themselves are declared with :func:`specguard.contracts.rule`; see the che
 in the design page's "Adding a rule".
 """
 
-from specguard.contracts._boundaries._ops import arange_like as arange_like
-from specguard.contracts._boundaries._ops import ceil_div as ceil_div
-from specguard.contracts._boundaries._ops import clip_columns as clip_columns
-from specguard.contracts._boundaries._ops import number_text as number_text
-from specguard.contracts._boundaries._ops import row_col as row_col
-from specguard.contracts._boundaries._ops import row_entries as row_entries
-from specguard.contracts._boundaries._ops import value_text as value_text
-from specguard.contracts._boundaries._ops import within_columns as within_columns
+from specguard.contracts._boundaries._backend_neutral import arange_like as arange_like
+from specguard.contracts._boundaries._backend_neutral import ceil_div as ceil_div
+from specguard.contracts._boundaries._backend_neutral import clip_columns as clip_columns
+from specguard.contracts._boundaries._backend_neutral import number_text as number_text
+from specguard.contracts._boundaries._backend_neutral import row_col as row_col
+from specguard.contracts._boundaries._backend_neutral import row_entries as row_entries
+from specguard.contracts._boundaries._backend_neutral import value_text as value_text
+from specguard.contracts._boundaries._backend_neutral import within_columns as within_columns
 from specguard.contracts._boundaries.verify_output import PLACEHOLDER as PLACEHOLDER
 from specguard.contracts._core._arrays import UNSIGNED as UNSIGNED
 from specguard.contracts._core._arrays import array_kind as array_kind

@@ -6,11 +6,11 @@ from typing import Any
 
 import numpy as np
 
+from specguard.contracts._boundaries._backend_neutral import host_value, number_text
 from specguard.contracts._boundaries._id_index import any_repeated, dense_span
-from specguard.contracts._boundaries._ops import host_value, number_text
 from specguard.contracts._core._arrays import array_kind, is_host
 from specguard.contracts._core._registry import Boundary, rule
-from specguard.contracts._core._values import Values
+from specguard.contracts._core._values import ValueChecks
 from specguard.contracts._core._violation import Finding
 
 __all__ = ["unique_non_negative"]
@@ -46,7 +46,7 @@ def _sorted(ids: Any) -> Any:
                   "DrafterOutput", "ModelInput"),
       fields={"seq_ids"},
       bug="ATOM C14: the DP dummy seq has id -1, colliding with the deferred-output flag key.")
-def _unique_ids(obj: Any, values: Values) -> Finding | None:
+def _unique_ids(obj: Any, values: ValueChecks) -> Finding | None:
     """Rows are matched to requests by id across steps (previous-row lookups, draft
     carry-over, output delivery). A repeated id makes two rows claim one request; a
     negative id collides with sentinel keys such as ATOM's ``-1`` deferred flag."""

@@ -13,9 +13,9 @@ from specguard.contracts._boundaries._id_index import positions_of
 from specguard.contracts._boundaries._types import Array, Index
 from specguard.contracts._core._arrays import describe, short_repr
 from specguard.contracts._core._contract import BoundaryObject, boundary_object
+from specguard.contracts._core._delivery import report
 from specguard.contracts._core._dims import DIMENSIONS
 from specguard.contracts._core._registry import Boundary, structural_rule
-from specguard.contracts._core._validate import report
 from specguard.contracts._core._violation import Finding
 
 __all__ = ["DraftTokens"]

@@ -6,13 +6,13 @@ from typing import Any
 
 import numpy as np
 
-from specguard.contracts._boundaries._ops import host_value, number_text, value_text
+from specguard.contracts._boundaries._backend_neutral import host_value, number_text, value_text
 from specguard.contracts._boundaries._types import Array, Index
 from specguard.contracts._core._arrays import array_kind, is_host
 from specguard.contracts._core._config import Depth
 from specguard.contracts._core._contract import BoundaryObject, boundary_object
 from specguard.contracts._core._registry import Boundary, rule
-from specguard.contracts._core._values import Values
+from specguard.contracts._core._values import ValueChecks
 from specguard.contracts._core._violation import Finding
 
 __all__ = ["DrafterInput", "ModelInput"]
@@ -90,7 +90,7 @@ _EMBEDDED = ("ModelInput", "DrafterInput")
       bug="vLLM #26231: a -1 from a discarded chunked-prefill row reached the MTP head's "
       "embed_tokens (device assert at TP=1, silent zero embedding at TP>1).",
       depth=Depth.ESSENTIAL)
-def _embedded_ids(obj: Any, values: Values) -> Finding | None:
+def _embedded_ids(obj: Any, values: ValueChecks) -> Finding | None:
     """Padded speculation marks discarded rows with -1, and async scheduling leaves -1
     placeholders. Embedding layers mask out-of-range ids only at TP>1, so a sentinel is a
     device-side assert on one GPU and a silent zero embedding on many. Checked at the
@@ -107,7 +107,7 @@ def _embedded_ids(obj: Any, values: Values) -> Finding | None:
       fields={"sample_indices", "query_start_loc"},
       bug="vLLM I3: token_indices_to_sample = query_start_loc[1:] - 1 - num_rejected landing "
       "in the previous request.")
-def _sample_indices(obj: DrafterInput, values: Values) -> Finding | None:
+def _sample_indices(obj: DrafterInput, values: ValueChecks) -> Finding | None:
     """The drafter takes each seq's hidden state at one flat index; an index outside the
     seq's span silently drafts from a neighbour's context."""
     starts, picks = obj.query_start_loc, obj.sample_indices
@@ -121,7 +121,7 @@ def _sample_indices(obj: DrafterInput, values: Values) -> Finding | None:
       boundary=Boundary.DRAFT_INPUT, applies_to=_EMBEDDED,
       fields={"positions", "query_start_loc", "max_model_len"},
       bug="vLLM #21986: drafter positions beyond its max_model_len (device assert at .tolist()).")
-def _positions(obj: Any, values: Values) -> Finding | None:
+def _positions(obj: Any, values: ValueChecks) -> Finding | None:
     """Positions index rotary tables; a negative position wraps to the end of the table
     in Python indexing and reads garbage on the device, and one at or past
     ``max_model_len`` (when the object carries it) reads past the table. Inside one seq's
@@ -176,7 +176,7 @@ def _steps_within_spans(positions: Any, starts: Any, count: int) -> Any:
       boundary=Boundary.DRAFT_INPUT, applies_to=_EMBEDDED,
       fields={"query_start_loc", "num_tokens"},
       bug="SGLang #14536: spec_info length mismatch after filter_batch misaligned the drafts.")
-def _spans(obj: Any, values: Values) -> Finding | None:
+def _spans(obj: Any, values: ValueChecks) -> Finding | None:
     """Span offsets are cumulative counts: they start at 0, never decrease and end at
     the stream's length; anything else gives a seq a negative or overlapping span."""
     starts = obj.query_start_loc
@@ -195,7 +195,7 @@ def _spans(obj: Any, values: Values) -> Finding | None:
       boundary=Boundary.MODEL_INPUT, applies_to=("ModelInput",),
       fields={"slot_mapping", "num_slots"},
       bug="vLLM I10: PADDING_SLOT_ID=-1 must be the only out-of-cache slot a KV write sees.")
-def _slots(obj: ModelInput, values: Values) -> Finding | None:
+def _slots(obj: ModelInput, values: ValueChecks) -> Finding | None:
     """The attention kernel writes each token's K/V at its slot; a slot past the cache is
     an illegal memory access, and -1 is the only value kernels skip."""
     slots = obj.slot_mapping

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from specguard.contracts._boundaries._ops import (
+from specguard.contracts._boundaries._backend_neutral import (
     arange_like,
     clip_columns,
     host_value,
@@ -22,7 +22,7 @@ from specguard.contracts._core._arrays import array_kind, dtype_name, is_host
 from specguard.contracts._core._config import Depth
 from specguard.contracts._core._contract import BoundaryObject, boundary_object
 from specguard.contracts._core._registry import Boundary, rule
-from specguard.contracts._core._values import Values, scalar_mask
+from specguard.contracts._core._values import ValueChecks, scalar_mask
 from specguard.contracts._core._violation import Finding
 
 __all__ = ["ScheduledBatch"]
@@ -149,7 +149,7 @@ _count_nonzero = np.count_nonzero
       boundary=Boundary.SCHEDULE, applies_to=_BATCH,
       fields={"is_decode", "num_scheduled_tokens", "mtp_k"},
       bug="ATOM pre-#219: a draft-less seq yielded 1 token where mtp_k+1 slots were reserved.")
-def _decode_width(batch: ScheduledBatch, values: Values) -> Finding | None:
+def _decode_width(batch: ScheduledBatch, values: ValueChecks) -> Finding | None:
     """Every decode seq owns a contiguous span of mtp_k+1 tokens: its anchor and its
     drafts. The runner reshapes the decode tokens to (num_decode, mtp_k+1), positions are
     tiled from it, and CUDA graphs are keyed by it; one seq with another count shifts
@@ -165,7 +165,7 @@ def _decode_width(batch: ScheduledBatch, values: Values) -> Finding | None:
       boundary=Boundary.SCHEDULE, applies_to=_BATCH,
       fields={"num_scheduled_tokens", "num_tokens"},
       bug="vLLM SchedulerOutput: total_num_scheduled_tokens == sum(...) stated only in a comment.")
-def _token_total(batch: ScheduledBatch, values: Values) -> Finding | None:
+def _token_total(batch: ScheduledBatch, values: ValueChecks) -> Finding | None:
     """The runner allocates and slices its flat buffers by the total, and each seq's
     span by the per-seq counts; when they disagree the last spans read stale tokens or
     run past the end. Each count is first held to [0, num_tokens]: then the int64 sum
@@ -187,7 +187,7 @@ def _token_total(batch: ScheduledBatch, values: Values) -> Finding | None:
       boundary=Boundary.SCHEDULE, applies_to=_BATCH,
       fields={"is_decode", "num_decode", "num_scheduled_tokens"},
       bug="ATOM C1/C15: partial prefills scheduled into decode batches.")
-def _phases(batch: ScheduledBatch, values: Values) -> Finding | None:
+def _phases(batch: ScheduledBatch, values: ValueChecks) -> Finding | None:
     """``num_decode`` sizes the draft rows and the verifier's output; it must count the
     seqs flagged decode. A prefill seq scheduled no tokens has no span and breaks the
     cumulative offsets of every seq after it."""
@@ -208,7 +208,7 @@ def _phases(batch: ScheduledBatch, values: Values) -> Finding | None:
       boundary=Boundary.SCHEDULE, applies_to=("ScheduledBatch", "DraftTokens", "DrafterOutput"),
       fields={"draft_token_ids", "vocab_size", "draft_placeholder"},
       bug="vLLM #37629/#40768: stale -1 draft placeholders reaching F.embedding.")
-def _draft_ids(obj: Any, values: Values) -> Finding | None:
+def _draft_ids(obj: Any, values: ValueChecks) -> Finding | None:
     """Draft slots are fed to the target model and read back as the drafts to verify.
     A placeholder for a seq without drafts must itself be a valid id (0, or the seq's own
     token); only a declared placeholder the runner overwrites may fall outside."""
@@ -233,7 +233,7 @@ def _draft_ids(obj: Any, values: Values) -> Finding | None:
       boundary=Boundary.SCHEDULE, applies_to=("ScheduledBatch", "DraftTokens"),
       fields={"num_drafts", "mtp_k"},
       bug="ATOM C16: SpecStats KeyError when an accepted length falls outside [1, k+1].")
-def _draft_counts(obj: Any, values: Values) -> Finding | None:
+def _draft_counts(obj: Any, values: ValueChecks) -> Finding | None:
     """A row holds at most mtp_k real drafts; the count tells the verifier how many slots
     may be accepted and how many are placeholders."""
     counts = obj.num_drafts
@@ -247,7 +247,7 @@ def _draft_counts(obj: Any, values: Values) -> Finding | None:
       boundary=Boundary.SCHEDULE, applies_to=_BATCH,
       fields={"block_tables", "context_lens", "block_size"},
       bug="ATOM C11/C12: empty block tables filtered out; context not covered by the table.")
-def _block_tables(batch: ScheduledBatch, values: Values) -> Finding | None:
+def _block_tables(batch: ScheduledBatch, values: ValueChecks) -> Finding | None:
     """Attention builds slot mappings from the block table truncated to
     cdiv(context_len, block_size) blocks; a missing block points the kernel at padding.
     Every needed block is checked, in one pass over the table; the first and the last
@@ -276,7 +276,7 @@ def _block_tables(batch: ScheduledBatch, values: Values) -> Finding | None:
     return _padding_inside(tables, last, values)
 
 
-def _padding_inside(tables: Any, last: Any, values: Values) -> Finding | None:
+def _padding_inside(tables: Any, last: Any, values: ValueChecks) -> Finding | None:
     """The first seq with padding between its first and its last needed block.
 
     On the host: a table whose columns all alias column 0 (a broadcast view) has been
@@ -312,7 +312,8 @@ _SMALL_REGION = 4096
 _MIDDLE_COLUMNS = np.arange(1, _SMALL_REGION + 1)
 
 
-def _padding_inside_rows(tables: np.ndarray, last: np.ndarray, values: Values) -> Finding | None:
+def _padding_inside_rows(tables: np.ndarray, last: np.ndarray,
+                         values: ValueChecks) -> Finding | None:
     rows = np.flatnonzero(last > 1)
     if rows.shape[0] == 0:
         return None
@@ -346,7 +347,7 @@ def _count_text(last: Any, i: int) -> str:
       boundary=Boundary.SCHEDULE, applies_to=_BATCH,
       fields={"context_lens", "num_scheduled_tokens", "is_decode"},
       bug="ATOM C11: decode context_lens minus num_rejected must stay >= mtp_k+1.")
-def _context(batch: ScheduledBatch, values: Values) -> Finding | None:
+def _context(batch: ScheduledBatch, values: ValueChecks) -> Finding | None:
     """Positions are computed as context_len - scheduled + arange(scheduled); a context
     shorter than the scheduled tokens yields negative positions. A decode seq continues
     a prompt that was prefilled in earlier steps, so its context holds at least one token
@@ -372,7 +373,7 @@ def _context(batch: ScheduledBatch, values: Values) -> Finding | None:
       boundary=Boundary.SCHEDULE, applies_to=_BATCH,
       fields={"token_ids", "vocab_size"},
       bug="vLLM #47029: -1 padding placeholders from PD first decode reaching embeddings.")
-def _token_ids(batch: ScheduledBatch, values: Values) -> Finding | None:
+def _token_ids(batch: ScheduledBatch, values: ValueChecks) -> Finding | None:
     """Scheduled tokens are embedded by the target model; a sentinel here is a
     device-side assert at TP=1 and a silent zero embedding at TP>1."""
     tokens = batch.token_ids
@@ -384,7 +385,7 @@ def _token_ids(batch: ScheduledBatch, values: Values) -> Finding | None:
 @rule("SG113", "state slots are real slots",
       boundary=Boundary.SCHEDULE, applies_to=_BATCH, fields={"state_slots"},
       bug="ATOM C13: DeepSeek-V4 falling back to slot 0 for every seq when the list is short.")
-def _state_slots(batch: ScheduledBatch, values: Values) -> Finding | None:
+def _state_slots(batch: ScheduledBatch, values: ValueChecks) -> Finding | None:
     """Hybrid models read a per-request state slot by batch position; a negative slot
     aliases another request's recurrent state."""
     slots = batch.state_slots
@@ -401,7 +402,7 @@ def _state_slots(batch: ScheduledBatch, values: Values) -> Finding | None:
       fields={"draft_seq_ids", "seq_ids", "is_decode"}, depth=Depth.ESSENTIAL,
       bug="ATOM seed family: draft rows keyed by the wrong anchor; right count, rows "
       "permuted between seqs, so each seq verifies another seq's drafts.")
-def _draft_owners(batch: ScheduledBatch, values: Values) -> Finding | None:
+def _draft_owners(batch: ScheduledBatch, values: ValueChecks) -> Finding | None:
     """The runner reads draft row ``i`` for the ``i``-th decode seq in batch order. Rows
     with the right count but in another order pass every shape check, and each seq then
     verifies a neighbour's drafts: acceptance collapses, or a wrong token is accepted.

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-from specguard.contracts._boundaries._ops import arange_like, host_value, row_col, value_text
+from specguard.contracts._boundaries._backend_neutral import (
+    arange_like,
+    host_value,
+    row_col,
+    value_text,
+)
 from specguard.contracts._boundaries._types import Array, Index
 from specguard.contracts._core._contract import BoundaryObject, boundary_object
 from specguard.contracts._core._registry import Boundary, rule
-from specguard.contracts._core._values import Values, scalar_mask
+from specguard.contracts._core._values import ValueChecks, scalar_mask
 from specguard.contracts._core._violation import Finding
 
 __all__ = ["PLACEHOLDER", "VerifyOutput"]
@@ -42,7 +47,7 @@ _VERIFY = ("VerifyOutput",)
 @rule("SG201", "accepted counts are within [0, mtp_k]",
       boundary=Boundary.VERIFY, applies_to=_VERIFY, fields={"num_accepted", "mtp_k"},
       bug="vLLM #50021: num_accepted - 1 == -1 used as a state index (GDN/KDA spec decode).")
-def _accepted(out: VerifyOutput, values: Values) -> Finding | None:
+def _accepted(out: VerifyOutput, values: ValueChecks) -> Finding | None:
     """The accepted count indexes the next anchor (row[a]) and sets how far the KV cache
     rolls back (k - a rejected); outside [0, k] both land in another row or slot."""
     accepted = out.num_accepted
@@ -56,7 +61,7 @@ def _accepted(out: VerifyOutput, values: Values) -> Finding | None:
       fields={"token_ids", "num_accepted", "vocab_size", "mtp_k"},
       bug="vLLM I3: consumers index valid_count - 1; a hole or a missing token shifts "
       "token_indices_to_sample into the previous request.")
-def _layout(out: VerifyOutput, values: Values) -> Finding | None:
+def _layout(out: VerifyOutput, values: ValueChecks) -> Finding | None:
     """Every consumer (the scheduler's delivery, the drafter's next-token pick, the
     acceptance statistics) trusts the layout instead of scanning for -1: real tokens in
     the first num_accepted + 1 columns, -1 after them, nothing else."""

@@ -18,12 +18,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from specguard.contracts._core._config import Mode, current
-from specguard.contracts._core._errors import DeferredViolation
-from specguard.contracts._core._listeners import notify
+from specguard.contracts._core._delivery import deliver
 from specguard.contracts._core._registry import REGISTRY
 from specguard.contracts._core._stats import STATS
 from specguard.contracts._core._violation import Finding, Violation
-from specguard.contracts._core._warn import warn
 
 __all__ = ["PendingVerdict", "flush_deferred", "pending_count", "submit"]
 
@@ -91,11 +89,13 @@ def _violation(verdict: PendingVerdict, index: int) -> Violation:
 
 
 def flush_deferred(*, wait: bool = False) -> list[Violation]:
-    """Read every finished verdict; raise (strict) or log (warn) the failures.
+    """Read every finished verdict; deliver the failures (strict raises, warn logs).
 
     Call it where the engine already synchronises (after copying sampled tokens to the
     host). With ``wait=True`` it blocks until every pending verdict is ready, which is
     what a test or a shutdown path wants. Returns the violations found (in warn mode).
+    A verdict computed while checking was on is still delivered, as in warn mode, when
+    the mode is off by the time it is read.
     """
     found: list[Violation] = []
     while _queue and (wait or _queue[0].ready()):
@@ -106,10 +106,6 @@ def flush_deferred(*, wait: bool = False) -> list[Violation]:
             _violation(v, i) for v, i in zip(batch.verdicts, indices, strict=True) if i >= 0
         )
     if found:
-        STATS.violations += len(found)
-        notify(found)
-        if current().mode is Mode.STRICT:
-            raise DeferredViolation.from_violations("deferred device check", found)
-        for violation in found:
-            warn(violation)
+        mode = Mode.STRICT if current().mode is Mode.STRICT else Mode.WARN
+        deliver("deferred device check", found, mode, deferred=True)
     return found

@@ -12,17 +12,19 @@ settings or an unreadable file::
                                           (specguard.adapters: snapshots live there)
 
 A :class:`ContractViolation` carries ``violations``: the structured records behind its
-message.
+message. The two violation exceptions are raised in one place, the delivery of
+:mod:`._delivery` in strict mode, after every listener has been told; their message is
+:func:`specguard.contracts.format_report`'s.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from specguard.contracts._core._format import format_report
 from specguard.contracts._core._violation import Violation
 
-__all__ = ["ConfigError", "ContractViolation", "DeferredViolation", "SpecguardError",
-           "format_report", "next_steps"]
+__all__ = ["ConfigError", "ContractViolation", "DeferredViolation", "SpecguardError"]
 
 
 class SpecguardError(Exception):
@@ -39,9 +41,11 @@ class ContractViolation(SpecguardError, ValueError):
         self.violations = tuple(violations)
 
     @classmethod
-    def from_violations(cls, subject: str, violations: Sequence[Violation]) -> ContractViolation:
-        """Build the exception whose message lists every violation of one object."""
-        return cls(format_report(subject, violations), violations)
+    def from_violations(cls, subject: str, violations: Sequence[Violation], *,
+                        kept_at: str | None = None) -> ContractViolation:
+        """Build the exception whose message lists every violation of one object;
+        ``kept_at`` is where the object was kept (a snapshot), for the ``next:`` line."""
+        return cls(format_report(subject, violations, kept_at=kept_at), violations)
 
     @property
     def codes(self) -> tuple[str, ...]:
@@ -55,24 +59,6 @@ class DeferredViolation(ContractViolation):
 
 class ConfigError(SpecguardError, ValueError):
     """A mode, depth or environment variable has a value outside its allowed set."""
-
-
-def format_report(subject: str, violations: Sequence[Violation]) -> str:
-    """One header line naming the object, one line per violation, then where to look next."""
-    count = len(violations)
-    noun = "rule" if count == 1 else "rules"
-    lines = [f"{subject} broke {count} {noun}:"]
-    lines.extend(f"  {v.format()}" for v in violations)
-    if violations:
-        lines.append(next_steps(violations))
-    return "\n".join(lines)
-
-
-def next_steps(violations: Sequence[Violation]) -> str:
-    """The last line of a report: how to read up on the rules, how to keep the object."""
-    codes = list(dict.fromkeys(v.code for v in violations))
-    return (f"  next: specguard rules {' '.join(codes)} (docs: rules.md#{codes[0].lower()}); "
-            "set SPECGUARD_SNAPSHOT_DIR to keep the object for specguard check")
 
 
 for _cls in (SpecguardError, ContractViolation, DeferredViolation, ConfigError):

@@ -22,21 +22,21 @@ from specguard.contracts._core._config import Depth
 from specguard.contracts._core._violation import Finding
 
 if TYPE_CHECKING:
-    from specguard.contracts._core._values import Values
+    from specguard.contracts._core._values import ValueChecks
 
 __all__ = [
     "REGISTRY",
     "RULE_MODULES_GROUP",
     "Boundary",
-    "Catalogue",
     "Check",
+    "Registry",
     "Rule",
     "rule",
     "rules_for",
     "structural_rule",
 ]
 
-Check = Callable[[Any, "Values"], "Finding | None"]
+Check = Callable[[Any, "ValueChecks"], "Finding | None"]
 
 
 class Boundary(str, enum.Enum):
@@ -84,8 +84,9 @@ RULE_MODULES_GROUP = "specguard.rules"
 _DECLARED: dict[str, Rule] = {}
 
 
-class Catalogue(Mapping[str, Rule]):
-    """Every declared rule by code, complete whatever the process imported before.
+class Registry(Mapping[str, Rule]):
+    """The type of :data:`REGISTRY`, the one registry: every declared rule by code,
+    complete whatever the process imported before.
 
     Iterating, counting or looking up an unknown code first imports the modules of the
     ``specguard.rules`` entry-point group, once. Looking up a rule that is already
@@ -111,7 +112,7 @@ class Catalogue(Mapping[str, Rule]):
         return len(_DECLARED)
 
     def __repr__(self) -> str:
-        return f"<rule catalogue: {len(self)} rules>"
+        return f"<rule registry: {len(self)} rules>"
 
     def _load_rule_modules(self) -> None:
         if self._complete:
@@ -123,7 +124,7 @@ class Catalogue(Mapping[str, Rule]):
             entry.load()
 
 
-REGISTRY = Catalogue()
+REGISTRY = Registry()
 
 
 def _register(new: Rule) -> Rule:

@@ -1,8 +1,9 @@
 """Validation of one boundary object: the compiled metadata check, then value rules.
 
 The order is fixed: metadata first (it is what makes value rules safe to run), then the
-value rules of the depth (the essential ones by default, every one at full depth), and
-the report goes by mode: raise, log, or nothing at all.
+value rules of the depth (the essential ones by default, every one at full depth); what
+they find is delivered (:mod:`._delivery`: raised or logged by mode), and with mode off
+nothing is looked at.
 No exception other than :class:`ContractViolation` leaves this module: a rule that
 crashes on hostile input is reported as ``SG000`` instead of escaping as an IndexError.
 """
@@ -10,7 +11,7 @@ crashes on hostile input is reported as ``SG000`` instead of escaping as an Inde
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence, Set
+from collections.abc import Callable, Set
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,18 +26,16 @@ from specguard.contracts._core._config import (
     current,
     parse_setting,
 )
+from specguard.contracts._core._delivery import deliver
 from specguard.contracts._core._errors import ContractViolation
 from specguard.contracts._core._fields import ArrayField, FieldSpec
-from specguard.contracts._core._listeners import notify
 from specguard.contracts._core._metadata import compile_fast_check, metadata_findings
 from specguard.contracts._core._registry import REGISTRY, Rule, rules_for
 from specguard.contracts._core._stats import STATS
-from specguard.contracts._core._values import Values, host_twin, plain_twin
+from specguard.contracts._core._values import ValueChecks, host_twin, plain_twin
 from specguard.contracts._core._violation import Finding, Violation
-from specguard.contracts._core._warn import warn
 
-__all__ = ["Plan", "report", "validate"]
-
+__all__ = ["Plan", "validate"]
 
 
 _Cleared = tuple[Callable[[Any], bool], tuple["Rule", ...]]
@@ -171,11 +170,10 @@ def _locate(obj: Any, finding: Finding) -> Finding:
         position, seq_id = owner(finding.position, finding.token)
     except Exception:  # the object is already known to be broken; keep what we have
         return finding
-    return Finding(
-        finding.reason, finding.field,
+    return dataclasses.replace(
+        finding,
         position=finding.position if finding.position is not None else position,
         seq_id=finding.seq_id if finding.seq_id is not None else seq_id,
-        expected=finding.expected, actual=finding.actual, token=finding.token,
     )
 
 
@@ -199,7 +197,7 @@ def _value_violations(
 ) -> list[Violation]:
     # The hot loop of full depth: no helper call and no allocation per rule, since a
     # try block costs nothing until something raises.
-    values = Values(config, plan.subject)
+    values = ValueChecks(config, plan.subject)
     # Clean metadata guarantees one backend and device: only then may rules read views.
     if bindings is None:
         target = plan.rule_target(obj)
@@ -227,44 +225,14 @@ def _value_violations(
     return found
 
 
-def _report(config: Config, subject: str, violations: Sequence[Violation]) -> None:
-    STATS.violations += len(violations)
-    notify(violations)
-    if config.mode is Mode.STRICT:
-        raise ContractViolation.from_violations(subject, violations)
-    for violation in violations:
-        warn(violation)
-
-
-def report(
-    subject: str, findings: Sequence[tuple[str, Finding]], *, boundary: str | None = None
-) -> None:
-    """Report findings made outside :func:`validate` (e.g. by a constructor) by mode.
-
-    ``boundary`` names the hand-over (default: each rule's own); with ``collect="first"``
-    only the first finding is reported, as :func:`validate` does.
-    """
-    config = current()
-    if config.mode is Mode.OFF or not findings:
-        return
-    if config.collect is Collect.FIRST:
-        findings = findings[:1]
-    violations = [
-        Violation.from_finding(f, code=code, title=REGISTRY[code].title,
-                               boundary=boundary or REGISTRY[code].boundary.value,
-                               subject=subject, bindings={})
-        for code, f in findings
-    ]
-    _report(config, subject, violations)
-
-
 def validate(
     obj: Any, *, depth: Depth | str | None = None, config: Config | None = None
 ) -> list[Violation]:
     """Check ``obj`` under the current mode; raise, log or return its violations.
 
     Returns the violations found (empty when clean or when the mode is off), which is
-    what warn mode and tools that inspect violations want.
+    what warn mode and tools that inspect violations want. What it finds is delivered
+    with ``obj``, so a listener can keep the object.
     """
     config = config or current()
     if config.mode is Mode.OFF:
@@ -287,12 +255,12 @@ def validate(
     else:
         violations, skip, bindings = _metadata(obj, plan, config.collect is Collect.FIRST)
         if violations and config.collect is Collect.FIRST:
-            _report(config, plan.subject, violations)
+            deliver(plan.subject, violations, config.mode, obj=obj)
             return violations
         if rules:
             violations.extend(_value_violations(obj, plan, rules, config, skip, bindings))
     if violations:
-        _report(config, plan.subject, violations)
+        deliver(plan.subject, violations, config.mode, obj=obj)
     return violations
 
 

@@ -19,8 +19,8 @@ from specguard.contracts._core._config import Config, DeviceValues
 from specguard.contracts._core._deferred import PendingVerdict, submit
 from specguard.contracts._core._violation import Finding
 
-__all__ = ["HOST_DEVICE_TYPES", "Explain", "Values", "all_within", "host_twin", "plain_twin",
-           "scalar_mask"]
+__all__ = ["HOST_DEVICE_TYPES", "Explain", "ValueChecks", "all_within", "host_twin",
+           "plain_twin", "scalar_mask"]
 
 Explain = Callable[[int], Finding]
 
@@ -205,8 +205,10 @@ def plain_twin(obj: Any, names: tuple[str, ...]) -> Any:
     return twin
 
 
-class Values:
-    """The value-check context of one validation: host answers now, device ones later."""
+class ValueChecks:
+    """The checks a value rule reads its arrays through, for one validation, under one
+    policy: host arrays are answered at once, device arrays as ``device_values`` says
+    (a deferred verdict, an asserted one or a read now)."""
 
     __slots__ = ("_config", "_pending", "_subject", "rule")
 

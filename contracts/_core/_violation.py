@@ -1,14 +1,20 @@
-"""A structured record of one broken rule, and how it reads."""
+"""A structured record of one broken rule: a rule's finding, and the violation it becomes.
+
+A :class:`Violation` *is* the :class:`Finding` its rule returned, with the rule and the
+object it belongs to: the finding's fields are declared once, here, and the validator
+turns one into the other by copying them. How either reads is :mod:`._format`'s.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from dataclasses import field as dataclass_field
 
-from specguard.contracts._core._arrays import int_text
+from specguard.contracts._core import _format
 
-__all__ = ["Finding", "Violation"]
+__all__ = ["RECORD_FIELDS", "Finding", "Violation"]
 
 
 @dataclass(frozen=True)
@@ -29,21 +35,20 @@ class Finding:
     token: int | None = None
 
 
-@dataclass(frozen=True)
-class Violation:
-    """One broken rule on one boundary object, with everything a reader needs."""
+_FINDING_FIELDS = tuple(f.name for f in dataclasses.fields(Finding))
 
+
+@dataclass(frozen=True)
+class Violation(Finding):
+    """One broken rule on one boundary object, with everything a reader needs: the
+    finding of the rule, the rule's code and title, the hand-over and the object, and
+    the dimension bindings read from the object."""
+
+    _: KW_ONLY
     code: str
     title: str
     boundary: str
     subject: str
-    reason: str
-    field: str | None = None
-    position: int | None = None
-    seq_id: int | None = None
-    expected: str | None = None
-    actual: str | None = None
-    token: int | None = None
     bindings: Mapping[str, int] = dataclass_field(default_factory=dict)
 
     @classmethod
@@ -58,65 +63,28 @@ class Violation:
         bindings: Mapping[str, int],
     ) -> Violation:
         """Attach a rule's identity and the dimension bindings to a finding."""
-        return cls(
-            code=code,
-            title=title,
-            boundary=boundary,
-            subject=subject,
-            reason=finding.reason,
-            field=finding.field,
-            position=finding.position,
-            seq_id=finding.seq_id,
-            expected=finding.expected,
-            actual=finding.actual,
-            token=finding.token,
-            bindings=dict(bindings),
-        )
+        return cls(**{name: getattr(finding, name) for name in _FINDING_FIELDS},
+                   code=code, title=title, boundary=boundary, subject=subject,
+                   bindings=dict(bindings))
 
     @property
     def where(self) -> str:
         """``seq 127 at batch position 127``, ``token 40`` or ``""``."""
-        parts = []
-        if self.seq_id is not None:
-            parts.append(f"seq {int_text(self.seq_id)}")
-        if self.position is not None:
-            parts.append(f"at batch position {int_text(self.position)}")
-        text = " ".join(parts)
-        if self.token is not None:
-            token = int_text(self.token)
-            text = f"{text}, token {token}" if text else f"token {token}"
-        return text
+        return _format.where(self)
 
     def format(self) -> str:
         """The one-line form used in exception messages and logs."""
-        target = f"{self.subject}.{self.field}" if self.field else self.subject
-        head = f"{self.code} {self.title} [{target}, {self.boundary}]:"
-        parts = [head, f"{self.where}: {self.reason}" if self.where else self.reason]
-        detail = "; ".join(
-            f"{label} {value}"
-            for label, value in (("expected", self.expected), ("actual", self.actual))
-            if value is not None
-        )
-        if detail:
-            parts.append(f"({detail})")
-        if self.bindings:
-            parts.append("{" + ", ".join(f"{k}={int_text(v)}" for k, v in self.bindings.items())
-                         + "}")
-        return " ".join(parts)
+        return _format.line(self)
 
     def to_dict(self) -> dict[str, object]:
-        """A JSON-ready form, for snapshots and machine-readable reports."""
-        return {
-            "code": self.code,
-            "title": self.title,
-            "boundary": self.boundary,
-            "subject": self.subject,
-            "reason": self.reason,
-            "field": self.field,
-            "position": self.position,
-            "seq_id": self.seq_id,
-            "expected": self.expected,
-            "actual": self.actual,
-            "token": self.token,
-            "bindings": dict(self.bindings),
-        }
+        """A JSON-ready form, for snapshots and machine-readable reports (keys in
+        :data:`RECORD_FIELDS` order)."""
+        record: dict[str, object] = {name: getattr(self, name) for name in RECORD_FIELDS}
+        record["bindings"] = dict(self.bindings)
+        return record
+
+
+#: A violation's fields in the order its records list them (``to_dict``, snapshot files,
+#: ``specguard check --json``): who broke what, then the finding, then the bindings.
+RECORD_FIELDS: tuple[str, ...] = ("code", "title", "boundary", "subject", *_FINDING_FIELDS,
+                                  "bindings")

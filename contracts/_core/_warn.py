@@ -6,6 +6,9 @@ calls would give a hundred identical lines and bury everything else. A violation
 full, then one line at the 10th, 100th, 1000th... repeat saying how many were seen.
 Every repeat is still counted (``STATS.repeats_not_logged``, and each listener still
 hears of it), so nothing is lost but the noise.
+
+The log is a listener of :mod:`._delivery` (:func:`log_warnings`, the first one
+registered): told the mode of each delivery, it logs the warn-mode ones.
 """
 
 from __future__ import annotations
@@ -13,13 +16,17 @@ from __future__ import annotations
 from functools import cache
 from typing import TYPE_CHECKING
 
+from specguard.contracts._core._config import Mode
+from specguard.contracts._core._format import line, repeat_line
 from specguard.contracts._core._stats import STATS
 from specguard.contracts._core._violation import Violation
 
 if TYPE_CHECKING:
     import logging
 
-__all__ = ["warn"]
+    from specguard.contracts._core._delivery import Delivery
+
+__all__ = ["log_warnings", "warn"]
 
 # Distinct violations remembered; past this many, new ones are logged but not tracked.
 _MAX_TRACKED = 10_000
@@ -34,6 +41,13 @@ def _log() -> logging.Logger:
     return logging.getLogger("specguard")
 
 
+def log_warnings(delivery: Delivery) -> None:
+    """The logging listener: each violation of a warn-mode delivery, :func:`warn`'s way."""
+    if delivery.mode is Mode.WARN:
+        for violation in delivery.violations:
+            warn(violation)
+
+
 def warn(violation: Violation) -> None:
     """Log ``violation`` the warn-mode way: in full the first time, then its repeat count."""
     key = (violation.code, violation.subject, violation.field, violation.position)
@@ -41,12 +55,9 @@ def warn(violation: Violation) -> None:
     if seen > 1 or len(STATS.warned) < _MAX_TRACKED:
         STATS.warned[key] = seen
     if seen == 1:
-        _log().warning("specguard: %s", violation.format())
+        _log().warning("specguard: %s", line(violation))
     elif _is_power_of_ten(seen):
-        target = f"{violation.subject}.{violation.field}" if violation.field else violation.subject
-        where = f" at batch position {violation.position}" if violation.position is not None else ""
-        _log().warning("specguard: %s on %s%s seen %d times (repeats are counted, not logged; "
-                     "next line at %d)", violation.code, target, where, seen, seen * 10)
+        _log().warning("specguard: %s", repeat_line(violation, seen))
     else:
         STATS.repeats_not_logged += 1
 

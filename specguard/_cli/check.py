@@ -3,7 +3,9 @@
 Every string in the report that comes from the file (the time it was written, the
 violations it records, descriptions of opaque values) is printed with control and
 format characters escaped: a file cannot clear the screen, move the cursor or print a
-line of the report's own (a fake "is clean").
+line of the report's own (a fake "is clean"). The escaped violations then read as every
+violation does (``specguard.contracts.format_report``); the last line names the rules
+only, since the object is already kept.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import sys
 from typing import Any
 
 from specguard.adapters import snapshots
-from specguard.contracts import Violation
+from specguard.contracts import Violation, format_report
 
 __all__ = ["HELP", "add_arguments", "printable", "run"]
 
@@ -56,11 +58,8 @@ def report(path: str, snapshot: snapshots.Snapshot, violations: list[Violation])
         lines.append(f"  recorded: {_safe(Violation(**record.model_dump())).format()}")
     lines.append("re-validated (strict, depth full, collect all):")
     if violations:
-        noun = "rule" if len(violations) == 1 else "rules"
-        lines.append(f"{snapshot.type} broke {len(violations)} {noun}:")
-        lines.extend(f"  {_safe(v).format()}" for v in violations)
-        codes = dict.fromkeys(v.code for v in violations)
-        lines.append(f"  next: specguard rules {' '.join(codes)}")
+        lines.append(format_report(snapshot.type, [_safe(v) for v in violations],
+                                   rules_only=True))
     else:
         lines.append(f"{snapshot.type} is clean: no rule is broken")
     return "\n".join(lines)

@@ -52,6 +52,30 @@ def test_strict_fails_a_test_whose_code_switches_to_warn(tests_dir):
         "*SG102 row width follows mtp_k*"])
 
 
+def test_strict_hears_deliveries_not_log_lines(tests_dir):
+    """The plugin is told each delivery's mode: a warn-mode violation fails the test with
+    the specguard logger muted, and a log line that only looks like one does not."""
+    tests_dir.makepyfile(test_inner="""
+        import logging
+        from specguard import contracts
+        from broken_object import broken
+
+        def test_muted_log():
+            logging.getLogger("specguard").setLevel(logging.CRITICAL)
+            try:
+                with contracts.checking(mode="warn"):
+                    broken()
+            finally:
+                logging.getLogger("specguard").setLevel(logging.NOTSET)
+
+        def test_lookalike_line():
+            logging.getLogger("specguard").warning("specguard: SG102 is only a log line")
+    """)
+    result = tests_dir.runpytest("--specguard=strict", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*test_muted_log*", "*1 violation(s) were only logged*"])
+
+
 def test_strict_leaves_caught_violations_and_warn_runs_alone(tests_dir):
     """A strict violation the test catches passes; without the option, warn only logs."""
     tests_dir.makepyfile(test_inner="""

@@ -219,3 +219,24 @@ def test_malformed_state_is_a_snapshot_error(tmp_path):
     path.write_text(json.dumps(document))
     with pytest.raises(SnapshotError, match="previous step's state is malformed"):
         snapshots.load(path)
+
+
+def test_violation_records_hold_exactly_a_violations_fields():
+    """The file's violation record is the Violation's fields, in its record order, each
+    optional exactly where the Violation's is; a record reads back as the violation."""
+    import dataclasses
+
+    from specguard.adapters._snapshot_format import ViolationRecord
+    from specguard.contracts._core._violation import RECORD_FIELDS
+
+    assert tuple(ViolationRecord.model_fields) == RECORD_FIELDS
+    fields = {f.name: f for f in dataclasses.fields(contracts.Violation)}
+    for name, info in ViolationRecord.model_fields.items():
+        has_default = fields[name].default is not dataclasses.MISSING \
+            or fields[name].default_factory is not dataclasses.MISSING
+        assert info.is_required() != has_default, name
+    violation = contracts.Violation(code="SG010", title="t", boundary="b", subject="S",
+                                    reason="r", field="f", position=1, seq_id=2, expected="e",
+                                    actual="a", token=3, bindings={"n": 4})
+    record = ViolationRecord.model_validate(violation.to_dict())
+    assert contracts.Violation(**record.model_dump()) == violation

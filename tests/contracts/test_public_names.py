@@ -12,13 +12,14 @@ from specguard.contracts import ops
 CONTRACTS_API = (
     "BOUNDARY_OBJECTS", "DIMENSIONS", "PLACEHOLDER", "REGISTRY", "STATS", "Array", "ArrayField",
     "Bool", "Boundary", "BoundaryObject", "Collect", "Config", "ConfigError", "ContractViolation",
-    "DeferredViolation", "Depth", "DeviceValues", "Dim", "DraftTokens", "DrafterInput",
-    "DrafterOutput", "Finding", "Index", "Mode", "ModelInput", "Rule", "ScalarField",
-    "ScheduledBatch", "SpecguardError", "Values", "VerifyOutput", "Violation", "boundary_classes",
-    "boundary_object",
-    "checking", "configure", "current_config", "describe", "field_docs", "fields_of",
-    "flush_deferred", "json_schema", "listening", "pending_deferred", "report", "restore_config",
-    "rule", "schema_model", "structural_rule", "validate", "warn",
+    "DeferredViolation", "Delivery", "DeliveryContext", "Depth", "DeviceValues", "Dim",
+    "DraftTokens", "DrafterInput", "DrafterOutput", "Finding", "Index", "Mode", "ModelInput",
+    "Rule", "ScalarField", "ScheduledBatch", "SpecguardError", "ValueChecks", "VerifyOutput",
+    "Violation", "boundary_classes", "boundary_object", "checking", "configure", "current_config",
+    "describe",
+    "field_docs", "fields_of", "flush_deferred", "format_report", "json_schema", "listen",
+    "listening", "pending_deferred", "report", "restore_config", "rule", "schema_model",
+    "structural_rule", "validate", "warn",
 )
 
 OPS_API = (

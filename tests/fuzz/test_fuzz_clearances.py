@@ -15,7 +15,7 @@ from strategies.valid import valid_cases
 
 from specguard import contracts
 from specguard.contracts._core._clearance import Clearance, clearance_for
-from specguard.contracts._core._values import Values
+from specguard.contracts._core._values import ValueChecks
 
 CLEARED = [cls for cls in contracts.BOUNDARY_OBJECTS if clearance_for(cls.__name__)]
 CLEARED_MUTATIONS = [m for m in MUTATIONS if set(m.classes) & set(CLEARED)]
@@ -32,7 +32,7 @@ def _verdicts(obj: Any) -> tuple[bool, bool] | None:
     target = plan.rule_target(obj)
     if type(target.seq_ids) is not np.ndarray:
         return None
-    values = Values(contracts.Config(device_values=contracts.DeviceValues.SYNC), plan.subject)
+    values = ValueChecks(contracts.Config(device_values=contracts.DeviceValues.SYNC), plan.subject)
 
     def finds(rule: Any) -> bool:
         try:

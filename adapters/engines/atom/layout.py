@@ -17,11 +17,11 @@ from specguard.contracts import (
     BoundaryObject,
     Finding,
     Index,
-    Values,
+    ValueChecks,
     boundary_object,
     rule,
 )
-from specguard.contracts.ops import host_value as int_at
+from specguard.contracts.ops import host_value
 
 __all__ = ["AtomLayout"]
 
@@ -58,7 +58,7 @@ _LAYOUT = ("AtomLayout",)
       fields={"seqs_prefill", "seqs_decode", "seq_ids"},
       bug="ATOM C1: mixed batches are a TODO; the [deferred | new] index math new_curr*q "
       "ignores the prefill token offset.")
-def _homogeneous(layout: AtomLayout, values: Values) -> Finding | None:
+def _homogeneous(layout: AtomLayout, values: ValueChecks) -> Finding | None:
     """ATOM's runner returns early for prefill batches and computes decode spans as
     ``position * (mtp_k + 1)``; a prefill chunk in a decode batch shifts every span after
     it, and phase counts that do not add up to the batch size size every buffer wrong."""
@@ -80,7 +80,7 @@ def _homogeneous(layout: AtomLayout, values: Values) -> Finding | None:
       bug="ATOM prepare_input_ids L511-533: deferred spans written as one block at "
       "input_ids[0 : n_def*q] while positions follow batch order (silent misfeed, fixed "
       "upstream by per-request addressing in #1771).")
-def _deferred_first(layout: AtomLayout, values: Values) -> Finding | None:
+def _deferred_first(layout: AtomLayout, values: ValueChecks) -> Finding | None:
     """The runner writes the spans of deferred seqs first and new seqs after them; only
     after a prefill step may new seqs lead (``[new | deferred]``). Any other interleaving
     feeds each seq from the first misplaced one onwards another seq's tokens at its own
@@ -101,8 +101,8 @@ def _deferred_first(layout: AtomLayout, values: Values) -> Finding | None:
     first_new = int(np.argmax(fresh))
     misplaced = values.any_true(deferred & (np.arange(deferred.shape[0]) > first_new),
                                 lambda i: Finding(
-        f"was in the previous forward (row {int_at(layout.prev_rows, i)}) but comes after new "
-        f"seq {int_at(layout.seq_ids, first_new)} at position {first_new}", "prev_rows",
+        f"was in the previous forward (row {host_value(layout.prev_rows, i)}) but comes after new "
+        f"seq {host_value(layout.seq_ids, first_new)} at position {first_new}", "prev_rows",
         position=i, expected="deferred seqs first, then new ones"))
     return misplaced
 
@@ -112,7 +112,7 @@ def _deferred_first(layout: AtomLayout, values: Values) -> Finding | None:
       fields={"num_spec_step", "mtp_k", "seqs_decode"},
       bug="ATOM C3: the MLA builder uses drafter.mtp_k+1 while MHA/V4 builders use "
       "batch.num_spec_step+1.")
-def _spec_steps(layout: AtomLayout, values: Values) -> Finding | None:
+def _spec_steps(layout: AtomLayout, values: ValueChecks) -> Finding | None:
     """Some attention builders size decode spans from the batch and others from the
     drafter; when the two disagree the spans, positions and CUDA-graph keys disagree."""
     if layout.seqs_decode and layout.num_spec_step != layout.mtp_k:

@@ -15,8 +15,8 @@ from typing import Any, cast
 
 import numpy as np
 
-from specguard.adapters._build import build, made
-from specguard.contracts import DraftTokens
+from specguard.adapters._build import build
+from specguard.contracts import DeliveryContext, DraftTokens
 from specguard.contracts.ops import PLACEHOLDER, is_int
 
 __all__ = ["PLACEHOLDER", "dense_drafts", "draft_tokens", "listed_rows"]
@@ -34,8 +34,9 @@ def draft_tokens(order: Sequence[str], drafts: Mapping[Any, Any], *, mtp_k: int,
         position = dict(zip(order, range(len(order)), strict=True))
         decode = sorted(position[r] for r in drafts if r in position)
         listed_by = {position.get(r, r): _real(d, placeholders) for r, d in drafts.items()}
-        return made(lambda: DraftTokens.from_mapping(
-            decode, listed_by, mtp_k=mtp_k, vocab_size=vocab_size, placeholder=0), names=order)
+        with DeliveryContext(names=order):
+            return DraftTokens.from_mapping(
+                decode, listed_by, mtp_k=mtp_k, vocab_size=vocab_size, placeholder=0)
     counts = np.full(rows.shape[0], mtp_k, dtype=np.int64)
     if placeholders and (rows == PLACEHOLDER).any():
         trailing = np.cumprod(rows[:, ::-1] == PLACEHOLDER, axis=1).sum(axis=1)

@@ -15,11 +15,11 @@ from specguard.contracts import (
     BoundaryObject,
     Finding,
     Index,
-    Values,
+    ValueChecks,
     boundary_object,
     rule,
 )
-from specguard.contracts.ops import host_value as int_at
+from specguard.contracts.ops import host_value
 
 __all__ = ["VllmSchedule"]
 
@@ -47,7 +47,7 @@ _SCHEDULE = ("VllmSchedule",)
       bug="vLLM I1: logits_indices start at cu_num_scheduled_tokens - num_sampled; a span "
       "shorter than its drafts plus one takes logits and drafts from the neighbouring "
       "request's range.")
-def _tail(schedule: VllmSchedule, values: Values) -> Finding | None:
+def _tail(schedule: VllmSchedule, values: ValueChecks) -> Finding | None:
     """What the runner reads, in vLLM 0.11.0, 0.11.1 and 0.33.0 alike
     (``GPUModelRunner._calc_spec_decode_metadata``): the logits of the last
     ``len(drafts) + 1`` positions of each request's span, and the drafts from its last
@@ -62,10 +62,10 @@ def _tail(schedule: VllmSchedule, values: Values) -> Finding | None:
     drafts, scheduled = schedule.num_listed_drafts, schedule.num_scheduled_tokens
     bad = (drafts > 0) & (scheduled < drafts + 1)
     return values.any_true(bad, lambda i: Finding(
-        f"scheduled {int_at(scheduled, i)} tokens with {int_at(drafts, i)} drafts",
+        f"scheduled {host_value(scheduled, i)} tokens with {host_value(drafts, i)} drafts",
         "num_scheduled_tokens", position=i,
-        expected=f">= 1 + {int_at(drafts, i)} drafts = {(int_at(drafts, i) or 0) + 1}",
-        actual=str(int_at(scheduled, i))))
+        expected=f">= 1 + {host_value(drafts, i)} drafts = {(host_value(drafts, i) or 0) + 1}",
+        actual=str(host_value(scheduled, i))))
 
 
 @rule("SG622", "every request is scheduled tokens, and the total is their sum",
@@ -73,13 +73,13 @@ def _tail(schedule: VllmSchedule, values: Values) -> Finding | None:
       fields={"num_scheduled_tokens", "num_tokens"},
       bug="vLLM I5d: when the drafter did not run, the runner strips drafts by mutating "
       "total_num_scheduled_tokens, num_scheduled_tokens and scheduled_spec_decode_tokens.")
-def _totals(schedule: VllmSchedule, values: Values) -> Finding | None:
+def _totals(schedule: VllmSchedule, values: ValueChecks) -> Finding | None:
     """The runner sizes its flat buffers from the total and cuts spans from the counts; a
     request with no tokens has no span, and a total that is not the sum leaves stale
     tokens in the buffer or cuts the last span short."""
     scheduled = schedule.num_scheduled_tokens
     found = values.any_true(scheduled < 1, lambda i: Finding(
-        f"request is in the batch with {int_at(scheduled, i)} scheduled tokens",
+        f"request is in the batch with {host_value(scheduled, i)} scheduled tokens",
         "num_scheduled_tokens", position=i, expected=">= 1"))
     if found:
         return found

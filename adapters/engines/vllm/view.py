@@ -25,6 +25,7 @@ view, :class:`~specguard.adapters.engines.vllm.mrv2.view.Mrv2View` (SG623-SG631)
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from itertools import repeat
 from typing import Any, NamedTuple, overload
@@ -56,6 +57,7 @@ from specguard.adapters.engines.vllm.release import (
 )
 from specguard.adapters.step_tracker import StepPlan, StepTracker
 from specguard.contracts import (
+    DeliveryContext,
     Depth,
     DrafterInput,
     DrafterOutput,
@@ -175,6 +177,10 @@ class VllmView:
         self._next_id = 0
         self._order: tuple[str, ...] | None = None  # the last batch without a repeated id
         self._numbers = np.zeros(0, dtype=np.int64)  # and its stable ids
+        # What the view itself reports keeps the output being scheduled in a snapshot.
+        self._scheduling: tuple[Any, Any] = (None, None)
+        self._kept = DeliveryContext(None, "VllmSchedule", None, None,
+                                     lambda: _schedule_fields(*self._scheduling))
 
     def schedule(self, scheduler_output: Any, *, req_ids: Sequence[str] | None = None) -> VllmStep:
         """Check a ``SchedulerOutput``; ``req_ids`` is the runner's batch order (default:
@@ -186,13 +192,19 @@ class VllmView:
         of the batch has a count, drafts belong to requests of the batch), in C-level
         set operations, and the step reads its entries on first use.
         """
+        self._scheduling = (scheduler_output, req_ids)
+        return self._kept.run(self._schedule, scheduler_output, req_ids)
+
+    def _schedule(self, scheduler_output: Any, req_ids: Sequence[str] | None) -> VllmStep:
         counts = read_mapping(scheduler_output, "num_scheduled_tokens")
         drafts = read_mapping(scheduler_output, "scheduled_spec_decode_tokens")
         order = batch_order(req_ids, counts)
         width = draft_width(scheduler_output, self.mtp_k)
 
         def read() -> StepEntries:
-            return self._read_entries(scheduler_output, order, counts, drafts)
+            kept = DeliveryContext(None, "VllmSchedule", None, None,
+                                   functools.partial(_schedule_fields, scheduler_output, req_ids))
+            return kept.run(self._read_entries, scheduler_output, order, counts, drafts)
 
         if self.tracker is None and current_config().depth is not Depth.FULL:
             check_keys(scheduler_output, order, counts, drafts, ordered=req_ids is None)
@@ -390,3 +402,20 @@ def _widen(array: Any, width: int) -> Any:
     if not isinstance(array, torch.Tensor):
         return array
     return torch.nn.functional.pad(array, (0, width - shape[1]))
+
+
+def _schedule_fields(output: Any, req_ids: Any) -> dict[str, Any]:
+    """What a snapshot keeps of ``output``: its counts as a ``VllmSchedule``, read without
+    reporting, only when a violation is delivered."""
+    counts, drafts = (getattr(output, name, None) for name in (
+        "num_scheduled_tokens", "scheduled_spec_decode_tokens"))
+    counts = counts if isinstance(counts, Mapping) else {}
+    drafts = drafts if isinstance(drafts, Mapping) else {}
+    order = tuple(counts) if req_ids is None or isinstance(req_ids, str | bytes) \
+        else tuple(req_ids)
+    scheduled: Any = in_order(counts, order)
+    if set(map(type, scheduled)) <= {int} and all(-(2**63) <= c < 2**63 for c in scheduled):
+        scheduled = np.array(scheduled, dtype=np.int64).reshape(len(order))
+    return {"num_tokens": getattr(output, "total_num_scheduled_tokens", None),
+            "seq_ids": np.arange(len(order)), "num_scheduled_tokens": scheduled,
+            "num_listed_drafts": listed_counts(drafts, order)}

@@ -44,7 +44,7 @@ from specguard.contracts import (
     Depth,
     Finding,
     Index,
-    Values,
+    ValueChecks,
     boundary_object,
     rule,
 )
@@ -159,7 +159,7 @@ _TARGET = ("Mrv2TargetInput",)
       fields={"query_start_loc", "num_scheduled_tokens", "num_tokens"},
       bug="vLLM MRV2: every kernel of prepare_inputs cuts spans from query_start_loc; a "
       "span that disagrees with the request's count reads another request's tokens.")
-def _spans(batch: Mrv2InputBatch, values: Values) -> Finding | None:
+def _spans(batch: Mrv2InputBatch, values: ValueChecks) -> Finding | None:
     """``prepare_inputs`` writes ``query_start_loc_np[1:] = cumsum(num_scheduled_tokens)``
     and copies it to the device; ``prepare_prefill_inputs``, ``prepare_pos_seq_lens`` and
     ``combine_sampled_and_draft_tokens`` all cut each request's span from it. It starts at
@@ -187,7 +187,7 @@ def _spans(batch: Mrv2InputBatch, values: Values) -> Finding | None:
       bug="vLLM MRV2: the rejection sampler reads request i's drafts and target logits "
       "at rows cu_num_logits[i]..cu_num_logits[i+1]; a wrong count verifies one "
       "request's drafts against its neighbour's logits.")
-def _logits_counts(batch: Mrv2InputBatch, values: Values) -> Finding | None:
+def _logits_counts(batch: Mrv2InputBatch, values: ValueChecks) -> Finding | None:
     """``prepare_inputs`` sets ``cu_num_logits = cumsum(num_draft_tokens + 1)`` (one
     bonus row per request, ``num_new_sampled_tokens_per_step``); the combine kernel, the
     expanded index mapping, the rejection sampler and ``get_num_sampled_and_rejected``
@@ -206,7 +206,7 @@ def _logits_counts(batch: Mrv2InputBatch, values: Values) -> Finding | None:
       fields={"logits_indices", "tail_rows"},
       bug="vLLM I1: logits_indices start at query_end - num_logits; a row elsewhere "
       "samples from another position or another request's hidden state.")
-def _logits_rows(batch: Mrv2TargetInput, values: Values) -> Finding | None:
+def _logits_rows(batch: Mrv2TargetInput, values: ValueChecks) -> Finding | None:
     """``combine_sampled_and_draft_tokens`` writes request ``i``'s logits rows as
     ``query_end - num_logits + j``: the last sampled token and the drafts, which it writes
     at the same tail. The rows are a device tensor; the verdict is deferred."""
@@ -221,7 +221,7 @@ def _logits_rows(batch: Mrv2TargetInput, values: Values) -> Finding | None:
       fields={"idx_mapping", "num_state_rows"},
       bug="vLLM MRV2: every kernel reads and post_update writes request state at "
       "idx_mapping[i]; two positions on one row mix two requests' tokens and counts.")
-def _state_rows(batch: Mrv2InputBatch, values: Values) -> Finding | None:
+def _state_rows(batch: Mrv2InputBatch, values: ValueChecks) -> Finding | None:
     """``idx_mapping`` maps batch positions to rows of ``RequestState`` (token history,
     computed counts, the device draft row, the last sampled token). A row outside the
     tensors is an illegal access, and a row shared by two positions makes ``post_update``
@@ -243,7 +243,7 @@ def _state_rows(batch: Mrv2InputBatch, values: Values) -> Finding | None:
       fields={"num_draft_tokens", "mtp_k"},
       bug="vLLM MRV2: combine_sampled_and_draft_tokens reads draft_tokens[row, :n] with "
       "stride num_speculative_steps; n past it reads the next request's drafts.")
-def _draft_counts(batch: Mrv2InputBatch, values: Values) -> Finding | None:
+def _draft_counts(batch: Mrv2InputBatch, values: ValueChecks) -> Finding | None:
     """Each request's drafts live in one row of ``req_states.draft_tokens``, of width
     ``num_speculative_steps``; the combine kernel copies the first ``n`` of them into
     the span, masked only by ``n``."""
@@ -259,7 +259,7 @@ def _draft_counts(batch: Mrv2InputBatch, values: Values) -> Finding | None:
       "silent zero embedding at TP>1). In MRV2 the drafts are copied from the device "
       "row, whose columns past K_t are -1.",
       depth=Depth.ESSENTIAL)
-def _embedded(batch: Mrv2TargetInput, values: Values) -> Finding | None:
+def _embedded(batch: Mrv2TargetInput, values: ValueChecks) -> Finding | None:
     """SG301 for the stream Model Runner V2 embeds, checked where it is built: MRV2 has no
     clamp before the embedding (V1's ``_preprocess`` has one), so a ``-1`` copied from a
     device draft row (dynamic K leaves ``-1`` past ``K_t``) or a stale sampled token
@@ -279,7 +279,7 @@ _SAMPLED = ("Mrv2Sampled",)
       bug="vLLM MRV2: post_update advances num_computed_tokens by query_len - "
       "num_rejected and appends num_sampled tokens; a wrong count desynchronises the "
       "device state from the scheduler's.")
-def _counts(out: Mrv2Sampled, values: Values) -> Finding | None:
+def _counts(out: Mrv2Sampled, values: ValueChecks) -> Finding | None:
     """``get_num_sampled_and_rejected``: a request whose prefill goes on samples nothing
     and rejects nothing; any other samples ``1..num_logits`` tokens and rejects the rest
     of its logits rows."""
@@ -305,7 +305,7 @@ def _counts(out: Mrv2Sampled, values: Values) -> Finding | None:
       fields={"sampled_token_ids", "num_sampled", "vocab_size"},
       bug="vLLM MRV2: AsyncOutput keeps sampled_token_ids[i, :num_sampled[i]] as the "
       "request's output and post_update stores the last as the next step's input.")
-def _sampled_ids(out: Mrv2Sampled, values: Values) -> Finding | None:
+def _sampled_ids(out: Mrv2Sampled, values: ValueChecks) -> Finding | None:
     """Only the first ``num_sampled`` columns are tokens: MRV2 allocates the rows with
     ``new_empty`` and never pads them, so the rest is never read (no ``-1`` layout as in
     V1). Those tokens become output and, the last of them, the next step's input id."""
@@ -327,7 +327,7 @@ def _sampled_ids(out: Mrv2Sampled, values: Values) -> Finding | None:
       fields={"draft_tokens", "num_speculative_tokens", "vocab_size"},
       bug="vLLM MRV2: combine_sampled_and_draft_tokens copies the device draft row into "
       "the next step's input_ids with no clamp.")
-def _drafts(out: Mrv2Drafts, values: Values) -> Finding | None:
+def _drafts(out: Mrv2Drafts, values: ValueChecks) -> Finding | None:
     """The first ``K_t`` columns are proposals the next step embeds; ``sample_tokens``
     sets the columns past ``K_t`` to ``-1`` (the scheduler never schedules them)."""
     tokens, width = out.draft_tokens, int(out.mtp_k)

@@ -1,4 +1,8 @@
-"""Small backend-neutral helpers that rules share (numpy and torch alike)."""
+"""Backend-neutral helpers that the boundary objects' rules share, numpy and torch alike.
+
+The implementation behind the public :mod:`specguard.contracts.ops`, which publishes the
+ones any rule author needs; this module also holds the ones only these rules use.
+"""
 
 from __future__ import annotations
 
