@@ -160,38 +160,55 @@ def test_uninstall_restores_the_runner_and_its_drafter():
     uninstall_vllm(runner)  # a second time: nothing to undo
 
 
-def test_install_refuses_a_release_it_does_not_know():
-    """An unlisted vLLM version is refused, saying how to map it to a known one."""
-    with pytest.raises(UnsupportedEngine, match=re.escape(
-            "specguard knows the runners of vLLM 0.11.0, 0.11.1, 0.33.0; this is vLLM "
-            "0.12.0. If its GPUModelRunner and drafter match one of those, pass "
-            "version='<that release>'")):
-        install_vllm(_Runner(mtp_k=2), version="0.12.0")
+def test_install_reads_an_unlisted_release_by_what_its_code_has():
+    """No version list: a release between the recorded ones installs when its methods
+    have what specguard reads, and the view follows the drafter's own parameters."""
+    old = install_vllm(_Runner(mtp_k=2), version="0.12.0")
+    assert (old.shape.sample_index, old.shape.dynamic_k) == ("last_token_indices", False)
+    new = install_vllm(_Runner(mtp_k=2, drafter=_Drafter033()), version="0.24.0")
+    assert (new.shape.sample_index, new.shape.dynamic_k) == ("token_indices_to_sample", True)
+    # No _preprocess to read here: the release decides, and the shape says so.
+    assert new.shape.masks_placeholders is False and not new.view.masks_placeholders
+    assert new.shape.masking_from == ("release 0.24.0 < 0.33.0 (the runner's source could "
+                                      "not be read)")
 
 
-def test_install_refuses_a_method_whose_signature_changed():
-    """A drafter.propose with another parameter list than the release's is refused, and
-    the runner is left untouched."""
-    runner = _Runner(mtp_k=2, drafter=_Drafter033())
+def test_install_refuses_a_drafter_that_lacks_what_specguard_reads():
+    """A propose() without EAGLE's arguments is refused in one line naming what it lacks,
+    and the runner is left untouched."""
+
+    class Odd:
+        def propose(self, target_token_ids, next_token_ids, last_token_indices):
+            return None
+
+    runner = _Runner(mtp_k=2, drafter=Odd())
     with pytest.raises(UnsupportedEngine, match=re.escape(
-            "_Drafter033.propose('num_speculative_tokens', 'target_token_ids', ") + ".*" +
-            re.escape("does not start with the parameters of vLLM 0.11.1")):
+            "Odd.propose(target_token_ids, next_token_ids, last_token_indices) lacks "
+            "target_positions, common_attn_metadata: specguard reads those arguments by "
+            "name, and this build (read as vLLM 0.11.1) has another shape")):
         install_vllm(runner, version="0.11.1")
     assert "_update_states" not in vars(runner)
 
+    class Unindexed:
+        def propose(self, target_token_ids, target_positions, next_token_ids,
+                    common_attn_metadata):
+            return None
 
-def test_install_refuses_model_runner_v2_without_a_speculator_or_of_another_release():
-    """Model Runner V2 without a speculator, or read as a release other than 0.33.0, and a
-    runner without speculative decoding are refused by name."""
+    with pytest.raises(UnsupportedEngine, match=re.escape(
+            "Unindexed.propose(target_token_ids, target_positions, next_token_ids, "
+            "common_attn_metadata) names none of token_indices_to_sample, "
+            "last_token_indices")):
+        install_vllm(_Runner(mtp_k=2, drafter=Unindexed()), version="0.11.1")
+
+
+def test_install_refuses_model_runner_v2_without_a_speculator_and_a_runner_without_drafts():
+    """Model Runner V2 without a speculator and a runner without speculative decoding are
+    refused by name."""
     v2 = type("GPUModelRunner", (), {"__module__": "vllm.v1.worker.gpu.model_runner"})()
     with pytest.raises(UnsupportedEngine, match=re.escape(
             "this Model Runner V2 has no speculator: specguard checks the MTP/EAGLE "
             "boundaries and has nothing to check")):
         install_vllm(v2, version="0.33.0")
-    with pytest.raises(UnsupportedEngine, match=re.escape(
-            "specguard knows Model Runner V2 of vLLM 0.33.0 only; this is read as vLLM "
-            "0.11.1. Check its hand-overs by hand with Mrv2View.schedule()")):
-        install_vllm(v2, version="0.11.1")
     plain = _Runner(mtp_k=2)
     plain.speculative_config = None
     with pytest.raises(UnsupportedEngine, match="this runner has no speculative decoding"):
@@ -228,6 +245,19 @@ _V1_RUNNER = """
 
     class GPUModelRunner(_Runner):
         pass
+"""
+_V1_ODD_RUNNER = """
+    import sys
+    sys.path.insert(0, {tests!r})
+    from test_vllm_install import _Runner
+
+    class _OddDrafter:
+        def propose(self, target_token_ids):
+            return None
+
+    class GPUModelRunner(_Runner):
+        def __init__(self, **options):
+            super().__init__(drafter=_OddDrafter(), **options)
 """
 _MRV2_RUNNER = """
     import sys
@@ -292,11 +322,12 @@ def test_plugin_is_inert_unless_specguard_mode_is_set(tmp_path, monkeypatch, uns
 
 
 def test_plugin_acts_in_the_mode_set(tmp_path, monkeypatch, caplog):
-    """SPECGUARD_MODE=warn: the plugin installs, and an unknown build is logged, not raised."""
+    """SPECGUARD_MODE=warn: the plugin installs, and a build of an unknown shape is logged,
+    not raised."""
     monkeypatch.setenv("SPECGUARD_MODE", "warn")
     monkeypatch.delenv("SPECGUARD_VLLM_VERSION", raising=False)
-    saved = _fake_vllm(tmp_path, monkeypatch, "vllm.v1.worker.gpu_model_runner", _V1_RUNNER,
-                       "9.9.9")
+    saved = _fake_vllm(tmp_path, monkeypatch, "vllm.v1.worker.gpu_model_runner",
+                       _V1_ODD_RUNNER, "9.9.9")
     finders = list(sys.meta_path)
     try:
         with contracts.checking(mode="warn"), caplog.at_level("WARNING", "specguard"):
@@ -306,8 +337,8 @@ def test_plugin_acts_in_the_mode_set(tmp_path, monkeypatch, caplog):
                                      fromlist=["GPUModelRunner"])
             runner = module.GPUModelRunner(mtp_k=2)
         assert installation_of(runner) is None
-        assert "specguard: not checking this vLLM runner: specguard knows the runners" in \
-            caplog.text
+        assert ("specguard: not checking this vLLM runner: _OddDrafter.propose(target_token_ids) "
+                "lacks target_positions") in caplog.text
     finally:
         _forget_vllm(saved, finders)
 

@@ -109,13 +109,13 @@ def test_install_on_model_runner_v2_skips_adaptive_verification_steps():
 
 
 def test_install_refuses_a_model_runner_v2_speculator_of_another_signature():
-    """A speculator whose propose() does not start with 0.33.0's parameters is refused,
+    """A speculator whose propose() takes no input_batch is refused, naming what it lacks,
     and the runner is left untouched."""
     runner = GPUModelRunner(mtp_k=3)
     runner.speculator = SimpleNamespace(propose=lambda drafts, k: None)
     with pytest.raises(UnsupportedEngine, match=re.escape(
-            "propose('drafts', 'k') does not start with the parameters of vLLM 0.33.0 "
-            "(Model Runner V2)")):
+            "SimpleNamespace.propose(drafts, k) lacks input_batch: specguard reads those "
+            "arguments by name, and this build (read as vLLM 0.33.0) has another shape")):
         install_vllm(runner, version="0.33.0")
     assert "prepare_inputs" not in vars(runner)
 

@@ -31,11 +31,14 @@ hand-overs instead: ``prepare_inputs`` (the ``SchedulerOutput`` and the ``InputB
 ``specguard.adapters.engines.vllm.plugin`` installs it on each MRV2 runner vLLM builds (its
 speculator exists from ``__init__`` on), or call ``install`` on the runner yourself.
 
-It knows vLLM 0.11.0, 0.11.1 and 0.33.0 (the releases of the conformance corpus), and the
-V1 drafters whose ``propose`` takes EAGLE's arguments. For
-anything else it refuses with :class:`UnsupportedEngine`, naming what it found; pass
-``version=`` to read an unlisted release as a known one whose runner it matches. vLLM is
-imported only to read its version, when ``install`` is called.
+What to wrap, and how the view reads, is decided from what the runner's code has
+(:mod:`~specguard.adapters.engines.vllm.shape`): the wrapped methods' real parameters,
+whether the runner is Model Runner V2, and whether it clamps ``-1`` draft slots before
+embedding. Every release from 0.11.0 on installs; a build whose methods lack what
+specguard reads is refused with :class:`UnsupportedEngine`, naming the method and what it
+lacks. The release is ``version=``, else ``SPECGUARD_VLLM_VERSION``, else
+``vllm.__version__`` (a dev, rc or local build reads as its release); vLLM is imported
+only to read its version, when ``install`` is called.
 """
 
 from __future__ import annotations
@@ -49,8 +52,6 @@ from typing import Any
 from specguard.adapters._install import MethodPatches, UnsupportedEngine, engine_count
 from specguard.adapters.engines.vllm.mrv2.install import (
     MRV2_MODULE,
-    MRV2_RELEASE,
-    MRV2_SIGNATURES,
     Mrv2Hooks,
     is_model_runner_v2,
     mrv2_view,
@@ -58,44 +59,16 @@ from specguard.adapters.engines.vllm.mrv2.install import (
 from specguard.adapters.engines.vllm.mrv2.view import Mrv2View
 from specguard.adapters.engines.vllm.release import (
     ENV_VERSION,
-    KNOWN_VERSIONS,
     release_from_environment,
     release_of,
 )
+from specguard.adapters.engines.vllm.shape import RunnerShape, mrv2_shape, v1_shape
 from specguard.adapters.engines.vllm.view import VllmStep, VllmView
 from specguard.adapters.step_tracker import StepTracker
 
 __all__ = ["Installation", "UnsupportedEngine", "install", "installed", "uninstall"]
 
 _ATTRIBUTE = "_specguard_installation"
-
-#: The parameters install() relies on, per known release: method -> leading names.
-#: Only the names matter (specguard binds the call's arguments to them).
-SIGNATURES: dict[str, dict[str, tuple[str, ...]]] = {
-    "0.11.0": {
-        "_update_states": ("scheduler_output",),
-        "_sample": ("logits", "spec_decode_metadata"),
-        "propose": ("target_token_ids", "target_positions", "target_hidden_states",
-                    "next_token_ids", "last_token_indices", "common_attn_metadata",
-                    "sampling_metadata"),
-    },
-    "0.11.1": {
-        "_update_states": ("scheduler_output",),
-        "_sample": ("logits", "spec_decode_metadata"),
-        "propose": ("target_token_ids", "target_positions", "target_hidden_states",
-                    "next_token_ids", "last_token_indices", "common_attn_metadata",
-                    "sampling_metadata"),
-    },
-    "0.33.0": {
-        "_update_states": ("scheduler_output",),
-        "_sample": ("logits", "spec_decode_metadata"),
-        "propose": ("num_speculative_tokens", "target_token_ids", "target_positions",
-                    "target_hidden_states", "next_token_ids", "token_indices_to_sample",
-                    "common_attn_metadata", "sampling_metadata"),
-    },
-}
-assert set(SIGNATURES) == set(KNOWN_VERSIONS)
-
 
 @dataclass
 class Installation:
@@ -105,6 +78,8 @@ class Installation:
     """The view the checks go through (its tracker carries state from step to step)."""
     version: str
     """The vLLM release the runner is read as."""
+    shape: RunnerShape | None = None
+    """What install() read off the runner's code."""
     step: VllmStep | None = None
     """The step in flight: set by ``_update_states``, read by the later checks."""
     patches: MethodPatches = field(default_factory=MethodPatches)
@@ -116,10 +91,12 @@ def install(gpu_model_runner: Any, *, version: str | None = None,
     """Wrap a live ``GPUModelRunner``'s ``_update_states``, ``_sample`` and its drafter's
     ``propose`` with specguard's vLLM checks; returns the :class:`Installation`.
 
-    ``version`` overrides the release read from ``vllm.__version__`` (it must be one of
-    :data:`~specguard.adapters.engines.vllm.release.KNOWN_VERSIONS`); ``view`` replaces
-    the view built from the runner's own configuration. Raises :class:`UnsupportedEngine`
-    when the runner is not one it knows, and leaves the runner untouched then.
+    ``version`` overrides the release read from ``SPECGUARD_VLLM_VERSION`` or
+    ``vllm.__version__``; it names the release in messages and decides how the view reads
+    only where the runner's code cannot say (see
+    :mod:`~specguard.adapters.engines.vllm.shape`). ``view`` replaces the view built from
+    the runner's own configuration. Raises :class:`UnsupportedEngine` when the runner's
+    code lacks what specguard reads, and leaves the runner untouched then.
     """
     runner = gpu_model_runner
     if getattr(runner, "__dict__", {}).get(_ATTRIBUTE) is not None:
@@ -133,19 +110,16 @@ def install(gpu_model_runner: Any, *, version: str | None = None,
         raise UnsupportedEngine(
             "this runner has no speculative decoding (speculative_config or drafter is "
             "None): specguard checks the MTP/EAGLE boundaries and has nothing to check")
-    expected = SIGNATURES[release]
-    for target, name in ((runner, "_update_states"), (runner, "_sample"),
-                         (drafter, "propose")):
-        _check_signature(target, name, expected[name], release)
+    shape = v1_shape(runner, drafter, release)
     if isinstance(view, Mrv2View):
         raise UnsupportedEngine("this is vLLM's V1 GPUModelRunner: give it a VllmView, not "
                                 "Model Runner V2's Mrv2View")
-    v1_view = view or _view_for(runner, release)
-    installation = Installation(v1_view, release)
+    v1_view = view or _view_for(runner, shape)
+    installation = Installation(v1_view, release, shape)
     patches = installation.patches
     patches.stage(runner, "_update_states", _after_update_states(installation, v1_view, runner))
     patches.stage(runner, "_sample", _around_sample(installation, v1_view))
-    patches.stage(drafter, "propose", _around_propose(installation, v1_view, release))
+    patches.stage(drafter, "propose", _around_propose(installation, v1_view, shape.sample_index))
     return _installed_on(runner, installation)
 
 
@@ -198,11 +172,6 @@ def _release(version: str | None) -> str:
     except ValueError as error:
         raise UnsupportedEngine(f"vLLM reports its version as {version!r}, which names no "
                                 f"release: pass version= or set {ENV_VERSION}") from error
-    if release not in SIGNATURES:
-        raise UnsupportedEngine(
-            f"specguard knows the runners of vLLM {', '.join(KNOWN_VERSIONS)}; this is "
-            f"vLLM {version}. If its GPUModelRunner and drafter match one of those, pass "
-            f"version='<that release>' to check it as that release")
     return release
 
 
@@ -216,46 +185,24 @@ def _refuse_unknown_runner(runner: Any) -> None:
 
 def _install_model_runner_v2(runner: Any, release: str,
                              view: VllmView | Mrv2View | None) -> Installation:
-    """Model Runner V2 (vLLM 0.33.0): see :mod:`specguard.adapters.engines.vllm.mrv2.install`."""
-    if release != MRV2_RELEASE:
-        raise UnsupportedEngine(
-            f"specguard knows Model Runner V2 of vLLM {MRV2_RELEASE} only; this is read as "
-            f"vLLM {release}. Check its hand-overs by hand with Mrv2View.schedule(), "
-            "verified() and drafted()")
+    """Model Runner V2 (vLLM 0.24 on): see :mod:`specguard.adapters.engines.vllm.mrv2.install`."""
     speculator = getattr(runner, "speculator", None)
     if speculator is None:
         raise UnsupportedEngine(
             "this Model Runner V2 has no speculator: specguard checks the MTP/EAGLE "
             "boundaries and has nothing to check")
-    for target, name in ((runner, "prepare_inputs"), (runner, "sample"),
-                         (speculator, "propose")):
-        _check_signature(target, name, MRV2_SIGNATURES[name], f"{release} (Model Runner V2)")
+    shape = mrv2_shape(runner, speculator, release)
     if isinstance(view, VllmView):  # the scheduler's side given: MRV2's own around it
         view = Mrv2View(mtp_k=view.mtp_k, vocab_size=view.vocab_size, scheduler_view=view)
-    hooks = Mrv2Hooks(view or mrv2_view(runner), runner)
-    installation = Installation(hooks.view, release)
+    hooks = Mrv2Hooks(view or mrv2_view(runner, release), runner)
+    installation = Installation(hooks.view, release, shape)
     installation.patches.stage(runner, "prepare_inputs", hooks.after_prepare_inputs())
     installation.patches.stage(runner, "sample", hooks.around_sample())
     installation.patches.stage(speculator, "propose", hooks.around_propose())
     return _installed_on(runner, installation)
 
 
-def _check_signature(target: Any, name: str, expected: tuple[str, ...], release: str) -> None:
-    method = getattr(target, name, None)
-    owner = type(target).__name__
-    if not callable(method):
-        raise UnsupportedEngine(f"{owner} has no method {name}(): not a vLLM {release} object")
-    try:
-        parameters = tuple(inspect.signature(method).parameters)
-    except (TypeError, ValueError) as error:
-        raise UnsupportedEngine(f"{owner}.{name}() has no readable signature: {error}") from error
-    if parameters[: len(expected)] != expected:
-        raise UnsupportedEngine(
-            f"{owner}.{name}{tuple(parameters)} does not start with the parameters of vLLM "
-            f"{release}, {expected}: specguard does not know this signature")
-
-
-def _view_for(runner: Any, release: str) -> VllmView:
+def _view_for(runner: Any, shape: RunnerShape) -> VllmView:
     spec = runner.speculative_config
     model = getattr(runner, "model_config", None)
     vocab = model.get_vocab_size() if model is not None else runner.vocab_size
@@ -265,7 +212,8 @@ def _view_for(runner: Any, release: str) -> VllmView:
     return VllmView(mtp_k=engine_count(getattr(spec, "num_speculative_tokens", None),
                                        "speculative_config.num_speculative_tokens"),
                     vocab_size=engine_count(vocab, "the model's vocabulary size"),
-                    async_scheduling=asynchronous, tracker=StepTracker(), version=release)
+                    async_scheduling=asynchronous, tracker=StepTracker(), version=shape.release,
+                    masks_placeholders=shape.masks_placeholders)
 
 
 def _after_update_states(installation: Installation, view: VllmView,
@@ -301,8 +249,7 @@ def _around_sample(installation: Installation,
 
 
 def _around_propose(installation: Installation, view: VllmView,
-                    release: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    sample_name = "token_indices_to_sample" if release == "0.33.0" else "last_token_indices"
+                    sample_name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
 
     def make(original: Callable[..., Any]) -> Callable[..., Any]:
         signature = inspect.signature(original)

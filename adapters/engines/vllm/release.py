@@ -18,7 +18,7 @@ __all__ = ["ENV_VERSION", "KNOWN_VERSIONS", "LATEST", "MASKING_SINCE", "parse_ve
            "release_from_environment", "release_of"]
 
 #: vLLM releases whose traffic the conformance corpus holds, oldest first.
-KNOWN_VERSIONS = ("0.11.0", "0.11.1", "0.33.0")
+KNOWN_VERSIONS = ("0.11.0", "0.11.1", "0.24.0", "0.33.0")
 #: The release a view reads by default: the newest known one.
 LATEST = KNOWN_VERSIONS[-1]
 #: The first recorded release whose ``GPUModelRunner`` clamps ``-1`` draft slots to 0

@@ -193,7 +193,10 @@ class VllmView:
         set operations, and the step reads its entries on first use.
         """
         self._scheduling = (scheduler_output, req_ids)
-        return self._kept.run(self._schedule, scheduler_output, req_ids)
+        try:
+            return self._kept.run(self._schedule, scheduler_output, req_ids)
+        finally:
+            self._scheduling = (None, None)  # keep no engine object past its hand-over
 
     def _schedule(self, scheduler_output: Any, req_ids: Sequence[str] | None) -> VllmStep:
         counts = read_mapping(scheduler_output, "num_scheduled_tokens")

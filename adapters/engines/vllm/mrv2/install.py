@@ -1,11 +1,12 @@
 """The checks :func:`specguard.adapters.engines.vllm.install.install` puts on Model Runner V2.
 
-MRV2's ``GPUModelRunner`` (``vllm.v1.worker.gpu.model_runner``, vLLM 0.33.0) hands over
+MRV2's ``GPUModelRunner`` (``vllm.v1.worker.gpu.model_runner``, vLLM 0.24 on) hands over
 each step through three methods, wrapped on the runner object (its class is left alone):
 
-* ``prepare_inputs(scheduler_output, batch_req_state, batch_desc, num_active_loras)``
-  returns the ``InputBatch``: the ``SchedulerOutput`` is checked in its sorted batch
-  order, then the ``InputBatch`` (``Mrv2View.schedule``);
+* ``prepare_inputs(scheduler_output, ...)`` (``batch_desc`` in 0.24; ``batch_req_state``,
+  ``batch_desc`` and ``num_active_loras`` in 0.33) returns the ``InputBatch``: the
+  ``SchedulerOutput`` is checked in its sorted batch order, then the ``InputBatch``
+  (``Mrv2View.schedule``);
 * ``sample(hidden_states, input_batch, grammar_output)`` returns the ``SamplerOutput``
   (``Mrv2View.verified``);
 * ``speculator.propose(input_batch, ..., num_speculative_tokens=K_t)`` returns the
@@ -28,22 +29,10 @@ from specguard.adapters._install import engine_count
 from specguard.adapters.engines.vllm.mrv2.view import Mrv2Batch, Mrv2View
 from specguard.adapters.engines.vllm.view import VllmView
 
-__all__ = ["MRV2_MODULE", "MRV2_RELEASE", "MRV2_SIGNATURES", "Mrv2Hooks", "is_model_runner_v2",
-           "mrv2_view"]
+__all__ = ["MRV2_MODULE", "Mrv2Hooks", "is_model_runner_v2", "mrv2_view"]
 
 #: The module of Model Runner V2's ``GPUModelRunner``.
 MRV2_MODULE = "vllm.v1.worker.gpu.model_runner"
-#: The vLLM release whose MRV2 install() knows, and the parameters it relies on.
-MRV2_RELEASE = "0.33.0"
-MRV2_SIGNATURES: dict[str, tuple[str, ...]] = {
-    "prepare_inputs": ("scheduler_output", "batch_req_state", "batch_desc",
-                       "num_active_loras"),
-    "sample": ("hidden_states", "input_batch", "grammar_output"),
-    "propose": ("input_batch", "attn_metadata", "slot_mappings", "last_hidden_states",
-                "aux_hidden_states", "num_sampled", "num_rejected", "last_sampled",
-                "next_prefill_tokens", "temperature", "seeds"),
-}
-
 Wrapper = Callable[[Callable[..., Any]], Callable[..., Any]]
 
 
@@ -52,13 +41,15 @@ def is_model_runner_v2(runner: Any) -> bool:
     return str(type(runner).__module__).startswith("vllm.v1.worker.gpu.")
 
 
-def mrv2_view(runner: Any) -> Mrv2View:
-    """A view for the runner's configuration (no step tracker: see :class:`Mrv2View`)."""
+def mrv2_view(runner: Any, release: str) -> Mrv2View:
+    """A view for the runner's configuration (no step tracker: see :class:`Mrv2View`).
+    Its scheduler view allows ``-1`` draft slots: MRV2 fills every slot from the
+    request's device row, and what it embeds is checked as SG628."""
     mtp_k = engine_count(getattr(runner, "num_speculative_steps", None),
                          "GPUModelRunner.num_speculative_steps")
     vocab_size = engine_count(getattr(runner, "vocab_size", None), "GPUModelRunner.vocab_size")
     return Mrv2View(mtp_k=mtp_k, vocab_size=vocab_size, scheduler_view=VllmView(
-        mtp_k=mtp_k, vocab_size=vocab_size, version=MRV2_RELEASE))
+        mtp_k=mtp_k, vocab_size=vocab_size, version=release, masks_placeholders=True))
 
 
 @dataclass
@@ -131,9 +122,11 @@ class Mrv2Hooks:
             def propose(*args: Any, **kwargs: Any) -> Any:
                 drafts = original(*args, **kwargs)
                 batch = self._in_flight(signature, args, kwargs)
-                if batch is not None and hasattr(drafts, "shape") \
-                        and not kwargs.get("dummy_run", False):
-                    proposed = kwargs.get("num_speculative_tokens")
+                if batch is not None and hasattr(drafts, "shape"):
+                    given = signature.bind(*args, **kwargs).arguments
+                    if given.get("dummy_run", False) is True:
+                        return drafts
+                    proposed = given.get("num_speculative_tokens")
                     self.view.drafted(batch, drafts, num_speculative_tokens=(
                         self.view.mtp_k if proposed is None else proposed))
                 return drafts
