@@ -97,7 +97,7 @@ def test_corpus_covers_every_scenario_of_the_issue_for_each_version():
                  "pd-first-decode"}
     asynchronous = {"async-scheduling", "prefix-cache-hit-async", "async-budget-reentry",
                     "pd-first-decode-async", "pd-async-empty-steps"}
-    for version in ("0.11.0", "0.11.1", "0.33.0"):
+    for version in ("0.11.0", "0.11.1", "0.24.0", "0.33.0"):
         recorded = {p.stem for p in (CORPUS / version).glob("*.json")}
         wanted = scenarios if version == "0.11.0" else scenarios | asynchronous
         assert wanted <= recorded, (version, wanted - recorded)
@@ -105,6 +105,7 @@ def test_corpus_covers_every_scenario_of_the_issue_for_each_version():
                   for s in recorded}
         assert {1, 2, 3, 4} <= widths
     assert (CORPUS / "0.33.0" / "dynamic-k.json").exists()
+    assert (CORPUS / "0.24.0" / "dynamic-k.json").exists()
 
 
 def test_runner_reads_each_requests_drafts_from_the_tail_of_its_span():
@@ -250,9 +251,20 @@ def test_vllm_0_11_async_reentry_with_placeholders_is_sg603():
     assert _replay(_corpus("0.33.0/async-budget-reentry")) == []
 
 
+def test_vllm_0_24_embeds_the_reentry_placeholders_as_0_11_does():
+    """0.24.0 refills only requests of the previous batch and has no clamp: the same
+    re-entry bug as 0.11.1, named by the same rule."""
+    corpus = _corpus("0.24.0/async-budget-reentry")
+    assert not corpus.valid
+    found = _replay(corpus)
+    assert found[0].code == "SG603"
+    assert "request 'r2': row is filled from the previous step's drafts" in found[0].reason
+
+
 #: The P/D recordings, and the requests in them whose prompt KV came from a remote prefill.
 PD_RECORDINGS = ["0.11.0/pd-first-decode", "0.11.1/pd-first-decode",
-                 "0.11.1/pd-first-decode-async", "0.33.0/pd-first-decode",
+                 "0.11.1/pd-first-decode-async", "0.24.0/pd-first-decode",
+                 "0.24.0/pd-first-decode-async", "0.33.0/pd-first-decode",
                  "0.33.0/pd-first-decode-async"]
 REMOTE = ("remote", "remote-hit")
 
