@@ -464,7 +464,7 @@ _ADAPTER_RULES = (
     "what a single object cannot show: how a step continues from the one before, what "
     "data-parallel ranks must agree on, and the conventions of one engine. Each checks an "
     "object the adapter builds from the engine's own state (the *Checked on* column), and "
-    "each example drives the adapter that builds it: see [adapting ATOM and vLLM]({guide})."
+    "each example drives the adapter that builds it: see [adapting vLLM and ATOM]({guide})."
 )
 
 
