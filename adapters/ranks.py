@@ -55,6 +55,8 @@ from specguard.contracts import (
     ValueChecks,
     boundary_object,
     checking,
+    describe,
+    report,
     rule,
 )
 
@@ -93,10 +95,12 @@ class RankStep:
 
         A batch with more seqs than slots sends the first ``id_slots`` of them.
         """
-        ids = np.asarray(self.seq_ids, dtype=np.int64).reshape(-1)
+        header = {"stopped": self.stopped, "step": self.step, "mtp_k": self.mtp_k,
+                  "num_tokens": self.num_tokens, "padded_tokens": self.padded_tokens,
+                  "dummy": self.dummy, "dummy_tokens": self.dummy_tokens}
+        ids = _seq_ids(self.seq_ids)
         row = np.full(len(HEADER) + id_slots, _NO_ID, dtype=np.int64)
-        row[:len(HEADER)] = (self.stopped, self.step, self.mtp_k, self.num_tokens,
-                             self.padded_tokens, int(self.dummy), self.dummy_tokens,
+        row[:len(HEADER)] = (*(_header_value(name, value) for name, value in header.items()),
                              ids.shape[0])
         shown = ids[:id_slots]
         row[len(HEADER):len(HEADER) + shown.shape[0]] = shown
@@ -130,6 +134,39 @@ class RankAgreement(BoundaryObject):
     """Each rank's seq ids, -1 padded (full depth only)."""
 
 
+_INT64 = range(-(2**63), 2**63)
+
+
+def _header_value(name: str, value: Any) -> int:
+    """One header entry as an int64; anything else is reported (SG001, SG006) and sent as
+    -1, which every other rank's check then sees as a disagreement."""
+    if isinstance(value, bool | np.bool_):
+        return int(value)
+    if not isinstance(value, int | np.integer):
+        report("RankStep", [("SG001", Finding(
+            f"{name} must be an integer, got {type(value).__name__}", name))],
+            boundary=Boundary.RANKS.value)
+        return _NO_ID
+    if int(value) not in _INT64:
+        report("RankStep", [("SG006", Finding(
+            f"{name}={describe(int(value))} does not fit the int64 row the ranks gather",
+            name, expected="-2**63 <= value < 2**63"))], boundary=Boundary.RANKS.value)
+        return _NO_ID
+    return int(value)
+
+
+def _seq_ids(values: Any) -> np.ndarray:
+    """The seq ids as int64, or none (reported) when they are not integers of that range."""
+    try:
+        ids: np.ndarray = np.asarray(values, dtype=np.int64).reshape(-1)
+    except (OverflowError, TypeError, ValueError) as error:
+        report("RankStep", [("SG006", Finding(
+            f"seq_ids cannot be sent as int64: {type(error).__name__}: {error}", "seq_ids",
+            expected="integers in [-2**63, 2**63)"))], boundary=Boundary.RANKS.value)
+        return np.zeros(0, dtype=np.int64)
+    return ids
+
+
 def check_ranks(rows: Any) -> RankAgreement:
     """Check the gathered rows of one step (``[num_ranks, width]`` int64) under the mode.
 
@@ -141,6 +178,13 @@ def check_ranks(rows: Any) -> RankAgreement:
     Seq ids are compared only where the rows carry them, which engines do at full depth.
     """
     fields = _fields(rows)
+    ranks = fields["step"]
+    if isinstance(ranks, np.ndarray) and ranks.shape[0] == 0:
+        # A gather holds at least the gathering rank's own row: none is a broken gather.
+        report("RankAgreement", [("SG003", Finding(
+            "the gathered rows hold no rank: every rank sends its own row, so a gather "
+            "returns at least one", "step", expected="num_ranks >= 1", actual="0"))],
+            boundary=Boundary.RANKS.value)
     with checking(depth=Depth.FULL):
         return build(RankAgreement, fields)
 

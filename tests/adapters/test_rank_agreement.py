@@ -151,3 +151,41 @@ def test_rank_violation_round_trips_through_a_snapshot(tmp_path, monkeypatch, ca
     [path] = tmp_path.glob("RankAgreement-*.json")
     assert specguard(["check", str(path)]) == 1
     assert "rank 3 runs mtp_k 2, but ranks 0, 1 and 2 run mtp_k 3" in capsys.readouterr().out
+
+
+def test_a_gather_of_no_rank_is_a_violation():
+    """A gather never returns zero ranks: at least the gathering rank's own row is there."""
+    empty = np.zeros((0, len(HEADER)), dtype=np.int64)
+    with contracts.checking(mode="strict"), pytest.raises(contracts.ContractViolation) as caught:
+        check_ranks(empty)
+    (violation,) = caught.value.violations
+    assert violation.code == "SG003"
+    assert violation.reason == ("the gathered rows hold no rank: every rank sends its own "
+                                "row, so a gather returns at least one")
+    with contracts.checking(mode="strict"):
+        check_ranks(rows())  # one rank or more: clean
+
+
+@pytest.mark.parametrize(("field", "value"), [("step", 2**70), ("num_tokens", -(2**64)),
+                                                ("padded_tokens", 2**63)])
+def test_a_rank_step_past_int64_is_a_violation_not_an_overflow(field, value):
+    step = RankStep(step=5, mtp_k=2, num_tokens=10, padded_tokens=16, dummy=False,
+                    dummy_tokens=1, seq_ids=[1, 2])
+    broken = dataclasses.replace(step, **{field: value})
+    with contracts.checking(mode="strict"), pytest.raises(contracts.ContractViolation) as caught:
+        broken.row(4)
+    (violation,) = caught.value.violations
+    assert (violation.code, violation.field) == ("SG006", field)
+    assert "does not fit the int64 row the ranks gather" in violation.reason
+    with contracts.checking(mode="warn"):
+        sent = broken.row(4)  # warn mode: the entry goes out as -1, and the others see it
+    assert sent[HEADER.index(field)] == -1
+    assert step.row(4).tolist()[:3] == [0, 5, 2]
+
+
+def test_rank_step_seq_ids_past_int64_are_a_violation():
+    step = RankStep(step=5, mtp_k=2, num_tokens=10, padded_tokens=16, dummy=False,
+                    dummy_tokens=1, seq_ids=[1, 2**70])
+    with contracts.checking(mode="strict"), pytest.raises(contracts.ContractViolation) as caught:
+        step.row(4)
+    assert caught.value.violations[0].code == "SG006"
