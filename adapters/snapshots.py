@@ -19,6 +19,8 @@ happens when a violation is delivered. Reading a file back writes none.
 
 from __future__ import annotations
 
+import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -119,12 +121,40 @@ def load(path: str | Path) -> Snapshot:
     return Snapshot(model.object.type, fields, state, tuple(model.violations), model.written)
 
 
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
+          (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"))
+
+
 def _read_bytes(path: Path) -> bytes:
+    """The file's bytes, from a regular file only: anything else (a FIFO, a device, a
+    directory) is refused before a byte is read, so nothing can block the reader. The
+    file is opened without blocking and checked through its descriptor, so a path
+    swapped for a FIFO after a check is refused too."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
     try:
-        with path.open("rb") as handle:
+        descriptor = os.open(path, flags)
+    except OSError as error:
+        if Path(path).is_dir():
+            raise SnapshotError(f"snapshot {path} is not a regular file (a directory)") \
+                from None
+        raise SnapshotError(f"cannot read snapshot {path}: {error.strerror or error}") from None
+    try:
+        mode = os.fstat(descriptor).st_mode
+        if not stat.S_ISREG(mode):
+            kind = next((name for test, name in _KINDS if test(mode)), "not a file")
+            raise SnapshotError(f"snapshot {path} is not a regular file ({kind}): "
+                                "specguard check reads snapshot files only")
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(descriptor, True)
+        with os.fdopen(descriptor, "rb") as handle:
+            descriptor = -1  # closed with the handle
             raw = handle.read(fmt.MAX_FILE_BYTES + 1)
     except OSError as error:
         raise SnapshotError(f"cannot read snapshot {path}: {error.strerror or error}") from None
+    finally:
+        if descriptor >= 0:
+            os.close(descriptor)
     if len(raw) > fmt.MAX_FILE_BYTES:
         raise SnapshotError(f"snapshot {path} is larger than {fmt.MAX_FILE_BYTES} bytes")
     return raw

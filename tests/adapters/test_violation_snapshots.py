@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -196,12 +200,34 @@ def test_oversized_file_is_refused_before_parsing(tmp_path, monkeypatch):
         snapshots.load(path)
 
 
-@pytest.mark.parametrize("kind", ["missing", "directory"])
-def test_unreadable_paths_exit_2(tmp_path, kind, capsys):
+@pytest.mark.parametrize(("kind", "message"), [
+    ("missing", "cannot read snapshot {path}: No such file or directory"),
+    ("directory", "snapshot {path} is not a regular file (a directory)"),
+])
+def test_unreadable_paths_exit_2(tmp_path, kind, message, capsys):
     """A missing file or a folder is a SnapshotError with exit status 2."""
     path = tmp_path / "absent.json" if kind == "missing" else tmp_path
     assert _check(path) == 2
-    assert "cannot read snapshot" in capsys.readouterr().err
+    assert message.format(path=path) in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+def test_a_fifo_is_refused_at_once_not_read(tmp_path, capsys):
+    """Nothing writes to the FIFO: reading it would block forever. It is refused, exit 2,
+    in one line, before anything is read."""
+    fifo = tmp_path / "snapshot.json"
+    os.mkfifo(fifo)
+    # In a process of its own: a reader that blocks is a failed test, not a hung run.
+    done = subprocess.run([sys.executable, "-m", "specguard", "check", str(fifo)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert done.stderr == (f"specguard check: snapshot {fifo} is not a regular file (a "
+                           "FIFO): specguard check reads snapshot files only\n")
+
+
+def test_a_device_is_refused(capsys):
+    assert _check(Path(os.devnull)) == 2
+    assert "is not a regular file (a character device)" in capsys.readouterr().err
 
 
 def test_malformed_state_is_a_snapshot_error(tmp_path):
