@@ -42,5 +42,6 @@ def build(
     a field it did not read at this depth hands the field itself to the snapshot's full
     re-check).
     """
+    __tracebackhide__ = True
     return DeliveryContext(names, cls.__name__, fields, state, snapshot_fields).construct(
         cls, fields)

@@ -83,6 +83,7 @@ def _checker(spec: Any, label: str, name: str) -> Check:
         metadata = Depth.METADATA
 
         def check_object(value: Any, config: Config) -> None:
+            __tracebackhide__ = True
             # validate()'s own fast path, inlined for the exact class at metadata depth
             # (no value rule runs there): the always-on hand-over pays one predicate.
             if type(value) is spec and config.depth is metadata and clean_metadata(value):
@@ -139,6 +140,12 @@ def guard(returns: Any = _MISSING, /, **params: Any) -> Callable[[F], F]:
     """
 
     def decorate(fn: F) -> F:
+        if not callable(fn):  # a bare @guard: the function became `returns`
+            spec = getattr(returns, "__qualname__", repr(returns))
+            raise TypeError(
+                f"@guard was used without arguments on {spec}, which is then called with a "
+                f"{type(fn).__name__}: name what to check, e.g. @guard(batch=ScheduledBatch) "
+                "or @guard(VerifyOutput) for the return value")
         label = fn.__qualname__
         positions = _positions(fn, list(params))
         for name, spec in params.items():

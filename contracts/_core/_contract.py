@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from specguard.contracts._core._arrays import host_value
+from specguard.contracts._core._errors import ContractViolation
 from specguard.contracts._core._fields import compile_fields
 from specguard.contracts._core._registry import Boundary
 from specguard.contracts._core._validate import Plan, validate
@@ -51,7 +52,11 @@ class BoundaryObject:
             cls.__sg_plan__ = inherited.for_subclass()
 
     def __post_init__(self) -> None:
-        validate(self)
+        __tracebackhide__ = True  # pytest shows the constructor's caller, not specguard
+        try:
+            validate(self)
+        except ContractViolation as error:  # cut below here: the rest is specguard's
+            raise error.with_traceback(None) from None
 
     def _sg_owner(self, position: int | None, token: int | None) -> tuple[int | None, int | None]:
         """(batch position, seq id) of a flagged position or token, read from host ids."""

@@ -85,6 +85,7 @@ class DeliveryContext:
     def construct(self, cls: Callable[..., T], fields: Mapping[str, Any]) -> T:
         """``cls(**fields)`` inside this context: ``with`` for the hand-over every adapter
         makes per object, at the cost of one ContextVar set and reset."""
+        __tracebackhide__ = True
         self._token = token = _CONTEXT.set(self)
         try:
             return cls(**fields)
@@ -93,6 +94,7 @@ class DeliveryContext:
 
     def run(self, function: Callable[..., T], *args: Any) -> T:
         """``function(*args)`` inside this context, as :meth:`construct` is."""
+        __tracebackhide__ = True
         self._token = token = _CONTEXT.set(self)
         try:
             return function(*args)
@@ -233,6 +235,7 @@ def deliver(subject: str, violations: Sequence[Violation], mode: Mode, *, obj: o
     (``deferred``) are read at a sync point, outside the block that built their object:
     no context applies to them.
     """
+    __tracebackhide__ = True
     context = None if deferred else _CONTEXT.get()
     found = tuple(violations)
     if context is not None and context.names:
@@ -275,4 +278,8 @@ def report(
                                subject=subject, bindings={})
         for code, f in findings
     ]
-    deliver(subject, violations, config.mode)
+    __tracebackhide__ = True
+    try:
+        deliver(subject, violations, config.mode)
+    except ContractViolation as error:  # cut here: the caller reported, not specguard
+        raise error.with_traceback(None) from None

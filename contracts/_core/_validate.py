@@ -234,6 +234,7 @@ def validate(
     what warn mode and tools that inspect violations want. What it finds is delivered
     with ``obj``, so a listener can keep the object.
     """
+    __tracebackhide__ = True  # pytest shows the caller's frame, not specguard's
     config = config or current()
     if config.mode is Mode.OFF:
         return []
@@ -255,13 +256,24 @@ def validate(
     else:
         violations, skip, bindings = _metadata(obj, plan, config.collect is Collect.FIRST)
         if violations and config.collect is Collect.FIRST:
-            deliver(plan.subject, violations, config.mode, obj=obj)
+            _deliver_from_here(plan.subject, violations, config, obj)
             return violations
         if rules:
             violations.extend(_value_violations(obj, plan, rules, config, skip, bindings))
     if violations:
-        deliver(plan.subject, violations, config.mode, obj=obj)
+        _deliver_from_here(plan.subject, violations, config, obj)
     return violations
+
+
+def _deliver_from_here(subject: str, violations: list[Violation], config: Config,
+                       obj: Any) -> None:
+    """Deliver; a raised violation leaves with its traceback cut here, so what a reader
+    sees ends at the call that validated, not inside specguard."""
+    __tracebackhide__ = True
+    try:
+        deliver(subject, violations, config.mode, obj=obj)
+    except ContractViolation as error:
+        raise error.with_traceback(None) from None
 
 
 _NO_SKIP: frozenset[str] = frozenset()
