@@ -1,8 +1,9 @@
 """ATOM's recorded traffic, replayed through the ATOM adapter (tools/record_corpus/atom.py).
 
 Each corpus file is one scenario driven through ATOM's real ``Scheduler`` at one commit:
-valid traffic must replay with no violation at full depth, buggy traffic with exactly the
-violations the recording's oracle found, naming seq and batch position.
+valid traffic must replay with no violation at the default depth and at full depth, buggy
+traffic with exactly the violations the recording's oracle found at full depth, naming
+seq and batch position (and with none of anything else at the default depth).
 """
 
 from __future__ import annotations
@@ -41,13 +42,13 @@ def _view(corpus: Corpus, tracker: StepTracker | None = None,
 
 
 def replay(corpus: Corpus, view: AtomView | None = None, *, start: int = 0,
-           upto: int | None = None) -> list[tuple[str, Any, Any, str]]:
-    """Feed events ``start:upto`` to the view at full depth; return (code, seq, position,
+           upto: int | None = None, depth: str = "full") -> list[tuple[str, Any, Any, str]]:
+    """Feed events ``start:upto`` to the view at ``depth``; return (code, seq, position,
     message) of every violation, continuing after each as an engine in warn mode would."""
     view = view or _view(corpus)
     found: list[tuple[str, Any, Any, str]] = []
     batch: Any = None
-    with contracts.checking(depth="full"):
+    with contracts.checking(depth=depth):
         for event in corpus.events[start:upto]:
             fields = event.values()
             try:
@@ -77,7 +78,7 @@ def test_corpus_covers_every_recorded_atom_commit_and_stays_small():
     assert len(set(map(tuple, scenarios.values()))) == 1
     assert {"chunked-prefill", "preempt-recompute", "empty-schedule", "prefix-cache-hit",
             "pd-first-decode", "new-and-deferred", "steady-decode-k1",
-            "steady-decode-k4"} <= set(scenarios[versions[0]])
+            "steady-decode-k4", "middle-chunks-skip-forward"} <= set(scenarios[versions[0]])
     assert sum(path.stat().st_size for path in FILES) < 1_000_000
 
 
@@ -87,6 +88,19 @@ def test_recorded_atom_traffic_replays_to_what_it_expects(path):
     corpus = read_corpus(path)
     got = [(code, seq, position) for code, seq, position, _ in replay(corpus)]
     assert got == [(e.code, e.seq_id, e.position) for e in corpus.expect]
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_recorded_atom_traffic_at_the_default_depth_reports_nothing_unexpected(path):
+    """At the default depth (``essential``) valid traffic replays with 0 violations, and
+    buggy traffic reports only expected violations (value rules of full depth, such as
+    SG110, SG601 and SG608, run there only)."""
+    corpus = read_corpus(path)
+    got = [(code, seq, position) for code, seq, position, _ in replay(corpus, depth="essential")]
+    expected = [(e.code, e.seq_id, e.position) for e in corpus.expect]
+    assert all(found in expected for found in got)
+    if not expected:
+        assert got == []
 
 
 def test_atom_empty_host_draft_rows_before_any_drafts_is_clean():
@@ -243,3 +257,37 @@ def test_atom_chunked_recompute_ending_at_the_prompt_is_sg601():
             "scheduler → runner]: seq 0 at batch position 0: starts at position 18, but its "
             "previous step (row 0) left it at 6 (expected 6; actual 18) "
             "{mtp_k=2, num_seqs=1, num_decode=1}")
+
+
+def test_atom_middle_chunks_between_forwards_move_the_resume_point():
+    """From #1771 a batch of middle chunks only is not the runner's previous forward, but
+    it moved its seq on: the next chunk resumes where that batch left it, not where the
+    previous forward did (no SG601 at full depth). A chunk that resumed at the previous
+    batch's end, 8 prompt tokens later, is SG601 naming that point."""
+    for version in ("042e8f1c0", "ffdf3bb5d"):
+        corpus = _corpus(version, "middle-chunks-skip-forward")
+        schedules = _schedules(corpus)
+        skipped = [i for i, f in schedules
+                   if f["total_seqs_num_prefill"] and not any(f["is_final_chunk"])]
+        assert len(skipped) == 1
+        assert [f["req_ids"] for _, f in schedules[:3]] == [[0, 1], [1], [1]]
+        assert replay(corpus) == []
+        index, last = schedules[2]
+        tracker = StepTracker()
+        view = _view(corpus, tracker)
+        assert replay(corpus, view, upto=index) == []
+        assert tracker.close() is not None and tracker.close().seq_ids.tolist() == [0, 1]
+        assert (last["context_lens"] - last["num_scheduled_tokens"]).tolist() == [128]
+        tokens = last["scheduled_tokens"][8:]
+        gap = types.SimpleNamespace(**{
+            **last, "num_scheduled_tokens": last["num_scheduled_tokens"] - 8,
+            "scheduled_tokens": tokens, "total_tokens_num": tokens.shape[0],
+            "total_tokens_num_prefill": tokens.shape[0]})
+        with pytest.raises(contracts.ContractViolation) as caught, \
+                contracts.checking(depth="full"):
+            view(gap)
+        assert caught.value.violations[0].format() == (
+            "SG601 a seq resumes where its previous step left off [StepTransition.starts, "
+            "scheduler → runner]: seq 1 at batch position 0: starts at position 136, but its "
+            "previous step (row 1) left it at 128 (expected 128; actual 136) "
+            "{mtp_k=2, num_seqs=1, num_decode=0}")
