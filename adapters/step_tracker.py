@@ -116,6 +116,7 @@ class StepTracker:
         self._current: _Step | None = None
         self._count = 0
         self._memory = SeqMemory(memory_limit)
+        self._fresh = True  # no batch forwarded yet
         # Seqs that batches the runner did not keep as its previous forward moved on
         # since the previous forward (their progress is in the memory), one array a batch.
         self._moved_since: list[np.ndarray] = []
@@ -124,6 +125,16 @@ class StepTracker:
     def previous(self) -> StepState | None:
         """The finished step the next batch is checked against, once it has closed."""
         return self._previous
+
+    @property
+    def before_first_forward(self) -> bool:
+        """Whether no batch has been forwarded since the tracker was made.
+
+        The runner then has no previous forward either (ATOM's ``prev_batch`` is None):
+        nothing of the batch comes from its previous-step buffers. False once a batch was
+        forwarded, and after :meth:`reset`, which cannot tell.
+        """
+        return self._fresh
 
     def close(self) -> StepState | None:
         """Finish the step in flight, making it the previous one; idempotent."""
@@ -141,6 +152,7 @@ class StepTracker:
         self._previous_lookup = None
         self._memory.clear()
         self._moved_since.clear()
+        self._fresh = False
 
     def links(self, seq_ids: Any) -> StepLinks:
         """Where ``seq_ids`` sat in the previous forward (closing the step in flight)."""
@@ -202,6 +214,7 @@ class StepTracker:
             return links
         self._current = _Step(plan, self._count)
         self._count += 1
+        self._fresh = False
         self._moved_since.clear()  # this forward is the next batch's previous one
         return links
 

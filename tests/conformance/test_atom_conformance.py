@@ -78,7 +78,8 @@ def test_corpus_covers_every_recorded_atom_commit_and_stays_small():
     assert len(set(map(tuple, scenarios.values()))) == 1
     assert {"chunked-prefill", "preempt-recompute", "empty-schedule", "prefix-cache-hit",
             "pd-first-decode", "new-and-deferred", "steady-decode-k1",
-            "steady-decode-k4", "middle-chunks-skip-forward"} <= set(scenarios[versions[0]])
+            "steady-decode-k4", "pd-first-decode-short-handover",
+            "middle-chunks-skip-forward"} <= set(scenarios[versions[0]])
     assert sum(path.stat().st_size for path in FILES) < 1_000_000
 
 
@@ -291,3 +292,48 @@ def test_atom_middle_chunks_between_forwards_move_the_resume_point():
             "scheduler → runner]: seq 1 at batch position 0: starts at position 136, but its "
             "previous step (row 1) left it at 128 (expected 128; actual 136) "
             "{mtp_k=2, num_seqs=1, num_decode=0}")
+
+
+def _first(corpus: Corpus, event: str, after: int = 0) -> tuple[int, dict[str, Any]]:
+    return next((i, e.values()) for i, e in enumerate(corpus.events)
+                if i >= after and e.event == event)
+
+
+def test_atom_pd_first_decode_reads_no_host_draft_row_before_any_forward():
+    """A P/D consumer's first decode as the runner's first forward (``prev_batch is None``):
+    prepare_input_ids feeds ``scheduled_tokens`` as they are and reads no host draft row, at
+    every commit. A handover of 2 drafts for mtp_k=3 leaves a (1, 2) host array before
+    #1771 and a zero-padded row from #1771: the view checks the drafts in the token stream,
+    the ones fed, and passes at every depth; once a forward ran, a new seq's row is read
+    and demanded again."""
+    for version in ("80b5b02be", "26ba9913d", "042e8f1c0", "ffdf3bb5d"):
+        corpus = _corpus(version, "pd-first-decode-short-handover")
+        _, fields = _first(corpus, "schedule")
+        rows = fields["scheduled_spec_decode_tokens"]
+        assert fields["total_seqs_num_decode"] == 1 and fields["total_seqs_num_prefill"] == 0
+        assert rows.shape == ((1, 2) if corpus.config["layout"] == "pre-1771" else (1, 3))
+        for depth in ("metadata", "essential", "full"):
+            assert replay(corpus, depth=depth) == [], (version, depth)
+        view = _view(corpus)
+        with contracts.checking(depth="full"):
+            batch = view(types.SimpleNamespace(**fields))
+        assert batch is not None
+        assert batch.draft_token_ids.tolist() == [fields["scheduled_tokens"][1:].tolist()]
+    # No handover at all: an empty host array, which no row is read from either.
+    corpus = _corpus("80b5b02be", "pd-first-decode")
+    _, fields = _first(corpus, "schedule")
+    no_rows = np.asarray([], dtype=np.int32)  # ATOM's np.asarray(list({}.values()), int32)
+    empty = types.SimpleNamespace(**{**fields, "scheduled_spec_decode_tokens": no_rows})
+    with contracts.checking(depth="full"):
+        assert _view(corpus)(empty) is not None
+    # After a forward (a DP dummy batch here) the seq is new to the runner, which reads
+    # its host row at its batch position: there is none.
+    view = _view(corpus)
+    view.skipped_forward()
+    with pytest.raises(contracts.ContractViolation) as caught, contracts.checking(depth="full"):
+        view(empty)
+    assert caught.value.violations[0].format() == (
+        "SG101 one draft row per decode seq, in batch order [ScheduledBatch.draft_token_ids, "
+        "scheduler → runner]: seq 0 at batch position 0: decode seq without a draft row: "
+        "draft_token_ids is i32[0,2] but num_decode=1 (expected num_decode=1; actual 0) "
+        "{mtp_k=2, num_decode=1, num_tokens=3, num_seqs=1, max_blocks=2}")
