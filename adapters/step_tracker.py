@@ -246,6 +246,37 @@ class StepTracker:
         self._memory.emitted_rows(ids[rows], starts[rows] + 1, tokens[rows],
                                   accepted[rows].astype(np.int64) + 1)
 
+    def record_sampled(self, seq_ids: Any, token_ids: Any, kept: Any = None) -> None:
+        """Remember the token the engine sampled for each prefill seq of the step in
+        flight, at the position after its chunk (``start + num_scheduled``), where its
+        next token goes. ``kept`` marks, per row, the samples the engine keeps as that
+        token (ATOM: a chunk that ends the prompt; the sample of a middle chunk is
+        dropped); None keeps every prefill row's. Decode rows are left to
+        :meth:`record_emitted`. Full depth only: with the verifier's rows, this makes the
+        memory hold every token the engine sampled, so a recompute that re-feeds anything
+        else at such a position (a placeholder where the prefill's sample belongs) is SG608.
+        """
+        step = self._current
+        if step is None or current_config().depth is not Depth.FULL:
+            return
+        ids, tokens = host_array(seq_ids), host_array(token_ids)
+        keep = host_array(kept) if kept is not None else None
+        if ids is None or tokens is None or not _same_rows(ids, tokens) \
+                or (kept is not None and (keep is None or keep.shape != ids.shape
+                                          or keep.dtype != bool)):
+            return
+        plan = step.plan
+        positions = step.lookup.rows(ids)
+        at = np.maximum(positions, 0)
+        chosen = (positions >= 0) & ~plan.is_decode[at] & (plan.starts[at] >= 0)
+        if keep is not None:
+            chosen &= keep
+        rows = np.flatnonzero(chosen)
+        if rows.shape[0]:
+            self._memory.emitted_rows(
+                ids[rows], (plan.starts[at] + plan.num_scheduled[at])[rows],
+                tokens[rows, None], np.ones(rows.shape[0], dtype=np.int64))
+
     def verify_rows(self, seq_ids: Any, num_accepted: Any) -> None:
         """:meth:`verified` from the arrays alone: one row per decode seq, in batch order."""
         step = self._current

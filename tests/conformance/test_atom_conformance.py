@@ -60,7 +60,7 @@ def replay(corpus: Corpus, view: AtomView | None = None, *, start: int = 0,
                 elif event.event == "verified":
                     view.verified(batch, fields["sampled_tokens"], fields["num_bonus_tokens"])
                 elif event.event == "drafted":
-                    view.drafted(batch, fields["draft_token_ids"])
+                    view.drafted(batch, fields["draft_token_ids"], fields.get("next_token_ids"))
             except contracts.ContractViolation as error:
                 found += [(v.code, v.seq_id, v.position, v.format()) for v in error.violations]
     return found
@@ -78,8 +78,8 @@ def test_corpus_covers_every_recorded_atom_commit_and_stays_small():
     assert len(set(map(tuple, scenarios.values()))) == 1
     assert {"chunked-prefill", "preempt-recompute", "empty-schedule", "prefix-cache-hit",
             "pd-first-decode", "new-and-deferred", "steady-decode-k1",
-            "steady-decode-k4", "pd-first-decode-short-handover",
-            "middle-chunks-skip-forward"} <= set(scenarios[versions[0]])
+            "steady-decode-k4", "pd-first-decode-short-handover", "middle-chunks-skip-forward",
+            "preempt-after-prefill"} <= set(scenarios[versions[0]])
     assert sum(path.stat().st_size for path in FILES) < 1_000_000
 
 
@@ -245,7 +245,7 @@ def test_atom_recompute_refeeding_placeholders_is_sg608():
     assert re.fullmatch(
         r"SG608 a recomputed seq re-feeds only the tokens it was emitted "
         r"\[RecomputedTokens.token_positions, scheduler → runner\]: seq 1 at batch position "
-        r"0: re-feeds token 2 at position 10, where the verifier emitted \d+ \(expected \d+; "
+        r"0: re-feeds token 2 at position 10, where the engine sampled \d+ \(expected \d+; "
         r"actual 2\) \{num_prefill=1\}", found[3])
 
 
@@ -337,3 +337,36 @@ def test_atom_pd_first_decode_reads_no_host_draft_row_before_any_forward():
         "scheduler → runner]: seq 0 at batch position 0: decode seq without a draft row: "
         "draft_token_ids is i32[0,2] but num_decode=1 (expected num_decode=1; actual 0) "
         "{mtp_k=2, num_decode=1, num_tokens=3, num_seqs=1, max_blocks=2}")
+
+
+def test_atom_recompute_right_after_prefill_refeeding_its_eos_is_sg608():
+    """A seq preempted right after its prefill keeps one of the placeholders postprocess
+    appended for that step, where its first token belongs: the recompute feeds EOS (2)
+    there. The token sampled at prefill (the drafter's ``next_token_ids``) is history, so
+    SG608 names it, at every commit."""
+    for version in ("80b5b02be", "26ba9913d", "042e8f1c0", "ffdf3bb5d"):
+        corpus = _corpus(version, "preempt-after-prefill")
+        _, prefill = _first(corpus, "schedule")
+        _, drafted = _first(corpus, "drafted")
+        assert prefill["req_ids"] == [0, 1] and prefill["context_lens"].tolist() == [6, 6]
+        first_token = int(drafted["next_token_ids"][1])
+        found = replay(corpus)
+        assert [f[:3] for f in found] == [("SG608", 1, 0), ("SG608", 1, 0)]
+        assert [f[3] for f in found] == [
+            "SG608 a recomputed seq re-feeds only the tokens it was emitted "
+            "[RecomputedTokens.token_positions, scheduler → runner]: seq 1 at batch position "
+            f"0: re-feeds token 2 at position 6, where the engine sampled {first_token} "
+            f"(expected {first_token}; actual 2) {{num_prefill=1}}"] * 2
+
+
+def test_atom_middle_chunk_samples_are_not_history():
+    """A middle chunk samples a guess at a prompt position, which ATOM drops: it is not
+    kept as history (from #1771 by ``is_final_chunk``, before by the seq's token count),
+    so the next chunk, feeding the prompt's own token there, is no SG608."""
+    for version in ("80b5b02be", "26ba9913d", "042e8f1c0", "ffdf3bb5d"):
+        corpus = _corpus(version, "middle-chunks-skip-forward")
+        (_, mixed), (_, after) = _schedules(corpus)[:2]
+        _, drafted = _first(corpus, "drafted")
+        assert mixed["context_lens"].tolist()[1] == 64 and after["req_ids"] == [1]
+        assert int(drafted["next_token_ids"][1]) != int(after["scheduled_tokens"][0])
+        assert replay(corpus) == []

@@ -183,13 +183,26 @@ class AtomView:
             self.tracker.verified(out)
         return out
 
-    def drafted(self, batch: Any, draft_token_ids: Any) -> DrafterOutput:
-        """The MTP head's proposals for the batch, ``[bs, k]``, one row per seq in order."""
+    def drafted(self, batch: Any, draft_token_ids: Any,
+                next_token_ids: Any = None) -> DrafterOutput:
+        """The MTP head's proposals for the batch, ``[bs, k]``, one row per seq in order.
+
+        ``next_token_ids`` (``[bs]``, what ATOM's ``propose_draft_token_ids`` receives) is
+        the token each seq sampled in this forward. A prefill seq's, when its chunk ends
+        the prompt, is its first token: with a tracker, at full depth, it joins the seq's
+        history next to the verifier's rows, so that a recompute which re-feeds anything
+        else at that position (the EOS placeholder ATOM's preemption leaves there) is
+        SG608. The sample of a middle chunk, which ATOM drops, is not kept.
+        """
         out = build(DrafterOutput, {
             "mtp_k": self.mtp_k, "vocab_size": self.vocab_size,
             "seq_ids": _ids(_read(batch, "req_ids")), "draft_token_ids": draft_token_ids})
         if self.tracker is not None:
             self.tracker.drafted(out)
+            if next_token_ids is not None and current_config().depth is Depth.FULL:
+                kept = _kept_samples(batch, self.block_size)
+                if kept is not None:
+                    self.tracker.record_sampled(out.seq_ids, next_token_ids, kept)
         return out
 
     def _fields(self, batch: Any, seq_ids: Any, links: StepLinks,
@@ -409,6 +422,32 @@ def _fed_drafts(tokens: Any, scheduled: Any, is_decode: np.ndarray, mtp_k: int) 
         return None
     first = ends[decode] - mtp_k  # the first draft of each span, after its anchor
     return stream[first[:, None] + np.arange(mtp_k)]
+
+
+def _kept_samples(batch: Any, block_size: int) -> np.ndarray | None:
+    """Per seq, whether the token its prefill chunk sampled is kept as its next token:
+    the chunk ends the prompt. From #1771 the batch says so (``is_final_chunk``, ATOM's
+    ``cached + chunk >= num_prompt_tokens``); before, a chunk ends the seq's tokens, whose
+    count the table and ``last_block_num_tokens`` give (``(blocks - 1) * block_size +
+    last_block_num_tokens``). None (keep nothing) when neither can be read."""
+    ids = getattr(batch, "req_ids", None)
+    size = len(ids) if isinstance(ids, list | tuple) else -1
+    final = getattr(batch, "is_final_chunk", None)
+    if isinstance(final, list | tuple) and len(final) == size \
+            and all(isinstance(f, bool | np.bool_) for f in final):
+        return np.array(final, dtype=bool)
+    tables = getattr(batch, "block_tables", None)
+    last = getattr(batch, "last_block_num_tokens", None)
+    context = host_array(getattr(batch, "context_lens", None))
+    if not isinstance(tables, list | tuple) or not isinstance(last, list | tuple) \
+            or context is None or context.dtype.kind not in "iu" \
+            or not len(tables) == len(last) == context.shape[0] == size \
+            or not all(map(is_int, last)) or not all(isinstance(t, list | tuple) for t in tables):
+        return None
+    blocks = np.fromiter(map(len, tables), dtype=np.int64, count=size)
+    num_tokens = (blocks - 1) * block_size + np.asarray(last, dtype=np.int64)
+    kept: np.ndarray = (blocks > 0) & (context >= num_tokens)
+    return kept
 
 
 def _block_tables(tables: Any, context: Any, block_size: int) -> Any:
