@@ -79,7 +79,7 @@ def test_corpus_covers_every_recorded_atom_commit_and_stays_small():
     assert {"chunked-prefill", "preempt-recompute", "empty-schedule", "prefix-cache-hit",
             "pd-first-decode", "new-and-deferred", "steady-decode-k1",
             "steady-decode-k4", "pd-first-decode-short-handover", "middle-chunks-skip-forward",
-            "preempt-after-prefill"} <= set(scenarios[versions[0]])
+            "preempt-after-prefill", "block-size-4-k4"} <= set(scenarios[versions[0]])
     assert sum(path.stat().st_size for path in FILES) < 1_000_000
 
 
@@ -263,8 +263,8 @@ def test_atom_chunked_recompute_ending_at_the_prompt_is_sg601():
 def test_atom_middle_chunks_between_forwards_move_the_resume_point():
     """From #1771 a batch of middle chunks only is not the runner's previous forward, but
     it moved its seq on: the next chunk resumes where that batch left it, not where the
-    previous forward did (no SG601 at full depth). A chunk that resumed at the previous
-    batch's end, 8 prompt tokens later, is SG601 naming that point."""
+    previous forward did (no SG601 at full depth). A chunk that resumed 8 prompt tokens
+    past where that batch left it is SG601 naming that point."""
     for version in ("042e8f1c0", "ffdf3bb5d"):
         corpus = _corpus(version, "middle-chunks-skip-forward")
         schedules = _schedules(corpus)
@@ -370,3 +370,24 @@ def test_atom_middle_chunk_samples_are_not_history():
         assert mixed["context_lens"].tolist()[1] == 64 and after["req_ids"] == [1]
         assert int(drafted["next_token_ids"][1]) != int(after["scheduled_tokens"][0])
         assert replay(corpus) == []
+
+
+def test_atom_block_size_4_with_mtp_k_4_leaves_the_table_one_block_short():
+    """ATOM's BlockManager.may_append(seq, mtp_k + 1) adds blocks only while
+    0 < len(seq) % block_size <= mtp_k + 1, for len(seq) counting the positions the step
+    writes. With mtp_k + 1 >= block_size a step can move a whole block on and land on a
+    boundary: no block is added. Block size 4, mtp_k 4: the first decode after a 7-token
+    prefill has context 12 and a 2-block table, SG110 at full depth, at every commit."""
+    for version in ("80b5b02be", "26ba9913d", "042e8f1c0", "ffdf3bb5d"):
+        corpus = _corpus(version, "block-size-4-k4")
+        assert corpus.config["block_size"] == 4 and corpus.config["mtp_k"] == 4
+        _, decode = next((i, f) for i, f in _schedules(corpus) if f["total_seqs_num_decode"])
+        assert decode["context_lens"].tolist() == [10, 12]
+        assert [len(t) for t in decode["block_tables"]] == [3, 2]
+        (found,) = replay(corpus)
+        assert found[3] == (
+            "SG110 block tables are not empty and cover the context [ScheduledBatch."
+            "block_tables, scheduler → runner]: seq 1 at batch position 1: block table is "
+            "empty or ends before the context does {mtp_k=4, num_decode=2, num_tokens=10, "
+            "num_seqs=2, max_blocks=3}")
+        assert replay(corpus, depth="essential") == []
