@@ -5,11 +5,12 @@ preempted and recomputed, parked. Two facts outlive its absence:
 
 * where it left off (its next position), so that a seq coming back resumes there, or,
   as a prefill, restarts at or before it (a recompute from a cached prefix);
-* the tokens the verifier emitted for it, by position, so that a recompute can be checked
+* the tokens the engine sampled for it, by position (the verifier's rows, and the token a
+  prefill sampled after a chunk that ends its prompt), so that a recompute can be checked
   to re-feed exactly those (and never a placeholder slot or a token that was never
-  emitted).
+  sampled).
 
-Prompt tokens are not kept: only positions the verifier produced are. Entries are kept
+Prompt tokens are not kept: only positions the engine sampled are. Entries are kept
 for the ``limit`` seqs seen most recently; older ones are forgotten (they are then simply
 not checked).
 """
@@ -32,7 +33,7 @@ class SeqMemory:
 
     ``_ends`` holds every remembered seq in recency order (a dict keeps insertion order,
     and a seq seen again is moved to its end), with its next position or -1; ``_emitted``
-    holds ``(base, tokens)`` for the seqs the verifier emitted tokens for.
+    holds ``(base, tokens)`` for the seqs the engine sampled tokens for.
 
     A step records whole batches (:meth:`advance`, :meth:`emitted_rows`) into a log of
     arrays, folded into the dicts every ``fold_every`` records: a seq that stays in the

@@ -84,10 +84,11 @@ class VerifyRows(BoundaryObject):
 
 @boundary_object(Boundary.SCHEDULE)
 class RecomputedTokens(BoundaryObject):
-    """The prefill seqs of a step against the tokens the verifier emitted for them.
+    """The prefill seqs of a step against the tokens the engine sampled for them.
 
-    Built by the step tracker from the tokens it saw emitted, by seq id and position,
-    whatever steps the seq was absent from in between.
+    Built by the step tracker from the tokens it saw sampled (the verifier's rows and the
+    token each prefill sampled after its chunk), by seq id and position, whatever steps
+    the seq was absent from in between.
     """
 
     seq_ids: Index[Array, "num_prefill"]
@@ -99,7 +100,8 @@ class RecomputedTokens(BoundaryObject):
     fed: Index[Array, "num_prefill"]
     """The token fed at that position."""
     emitted: Index[Array, "num_prefill"]
-    """The token the verifier emitted at that position."""
+    """The token the engine sampled at that position (a verifier row, or the token a
+    prefill sampled after its chunk)."""
 
 
 @boundary_object(Boundary.DRAFT_OUTPUT)
@@ -292,25 +294,28 @@ def _whole_proposal(step: StepTransition, values: ValueChecks) -> Finding | None
       bug="ATOM preempt (80b5b02be to ffdf3bb5d): a seq preempted right after a step it "
       "was in keeps the placeholders postprocess appended for that step (it strips "
       "mtp_k + num_rejected, the count before the append), and the recompute feeds them "
-      "as real tokens.")
+      "as real tokens; right after its prefill, an EOS where its first token belongs.")
 def _recomputed(tokens: RecomputedTokens, values: ValueChecks) -> Finding | None:
     """A preempted seq is recomputed from its history: its prompt and the tokens the
-    verifier emitted for it. A placeholder slot (a draft position that was never
-    verified, an EOS appended to reserve room) or a token other than the one emitted at
+    engine sampled for it. A placeholder slot (a draft position that was never
+    verified, an EOS appended to reserve room) or a token other than the one sampled at
     that position becomes context the model never produced: every later token is
     conditioned on it, silently.
 
     What it checks: for each prefill seq, every position of its chunk at which the
-    tracker saw the verifier emit a token (in any earlier step, however long the seq was
-    absent) must be fed that token. Prompt positions are not compared (they were never
-    emitted), and neither are positions the verifier did not report on the host (device
-    values without ``device_values="sync"``). Tokens emitted in the step a seq was
-    preempted in and never delivered are not history either: a recompute that stops
-    before them is fine. Engine-independent; needs the verifier's rows on the host."""
+    tracker saw the engine sample a token (in any earlier step, however long the seq was
+    absent) must be fed that token. The sampled tokens are the verifier's rows and the
+    token a prefill sampled after a chunk that ends its prompt (the seq's first token,
+    given to the tracker with the drafter's input). Prompt positions are not compared
+    (nothing was sampled there), and neither are positions whose tokens were not
+    reported on the host (device values without ``device_values="sync"``). Tokens
+    sampled in the step a seq was preempted in and never delivered are not history
+    either: a recompute that stops before them is fine. Engine-independent; needs the
+    sampled tokens on the host."""
     bad = tokens.token_positions >= 0
     return values.any_true(bad, lambda i: Finding(
         f"re-feeds token {host_value(tokens.fed, i)} at position "
-        f"{host_value(tokens.token_positions, i)}, where the verifier emitted "
+        f"{host_value(tokens.token_positions, i)}, where the engine sampled "
         f"{host_value(tokens.emitted, i)}", "token_positions",
         position=host_value(tokens.positions, i), seq_id=host_value(tokens.seq_ids, i),
         expected=str(host_value(tokens.emitted, i)), actual=str(host_value(tokens.fed, i))))

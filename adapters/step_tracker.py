@@ -29,7 +29,7 @@ import numpy as np
 from specguard.adapters._build import build
 from specguard.adapters._host import host_array
 from specguard.adapters._seq_memory import SeqMemory
-from specguard.adapters._step_plan import UNKNOWN, IdLookup, StepLinks, StepPlan
+from specguard.adapters._step_plan import UNKNOWN, IdLookup, StepLinks, StepPlan, rows_in
 from specguard.adapters._step_rules import DraftRows, RecomputedTokens, StepTransition, VerifyRows
 from specguard.contracts import (
     Array,
@@ -116,11 +116,25 @@ class StepTracker:
         self._current: _Step | None = None
         self._count = 0
         self._memory = SeqMemory(memory_limit)
+        self._fresh = True  # no batch forwarded yet
+        # Seqs that batches the runner did not keep as its previous forward moved on
+        # since the previous forward (their progress is in the memory), one array a batch.
+        self._moved_since: list[np.ndarray] = []
 
     @property
     def previous(self) -> StepState | None:
         """The finished step the next batch is checked against, once it has closed."""
         return self._previous
+
+    @property
+    def before_first_forward(self) -> bool:
+        """Whether no batch has been forwarded since the tracker was made.
+
+        The runner then has no previous forward either (ATOM's ``prev_batch`` is None):
+        nothing of the batch comes from its previous-step buffers. False once a batch was
+        forwarded, and after :meth:`reset`, which cannot tell.
+        """
+        return self._fresh
 
     def close(self) -> StepState | None:
         """Finish the step in flight, making it the previous one; idempotent."""
@@ -137,6 +151,8 @@ class StepTracker:
         self._previous = self._current = None
         self._previous_lookup = None
         self._memory.clear()
+        self._moved_since.clear()
+        self._fresh = False
 
     def links(self, seq_ids: Any) -> StepLinks:
         """Where ``seq_ids`` sat in the previous forward (closing the step in flight)."""
@@ -172,10 +188,14 @@ class StepTracker:
         previous = self._previous
         rows = _refilled_rows(refilled, plan)
         if previous is not None and full:
-            ends = _absent_ends(self._memory, plan.seq_ids, links.prev_rows)
+            remembered = _remembered(plan.seq_ids, links.prev_rows, self._moved_since)
+            ends = np.full(remembered.shape[0], UNKNOWN, dtype=np.int64)
+            if remembered.any():
+                ends[remembered] = self._memory.ends(
+                    plan.seq_ids[remembered].astype(np.int64))
             build(StepTransition, _transition(previous, plan, links, rows, self.progress,
-                                              self.whole_proposals, ends), state=previous,
-                  names=names)
+                                              self.whole_proposals, remembered, ends),
+                  state=previous, names=names)
         if full:
             recomputed = _recomputed(plan, self._memory)
             if recomputed is not None:
@@ -185,13 +205,17 @@ class StepTracker:
                 plan, num_drafts=np.where(rows, plan.mtp_k, plan.num_drafts))
         if not forwarded:
             prefill = ~plan.is_decode
-            if full and prefill.any():  # a chunk that ran moved its seq on all the same
-                self._memory.advance(plan.seq_ids[prefill].astype(np.int64),
-                                     plan.starts[prefill].astype(np.int64),
-                                     plan.num_scheduled[prefill].astype(np.int64))
+            if prefill.any():  # a chunk that ran moved its seq on all the same
+                self._moved_since.append(plan.seq_ids[prefill].astype(np.int64))
+                if full:
+                    self._memory.advance(plan.seq_ids[prefill].astype(np.int64),
+                                         plan.starts[prefill].astype(np.int64),
+                                         plan.num_scheduled[prefill].astype(np.int64))
             return links
         self._current = _Step(plan, self._count)
         self._count += 1
+        self._fresh = False
+        self._moved_since.clear()  # this forward is the next batch's previous one
         return links
 
     def verified(self, out: VerifyOutput) -> None:
@@ -221,6 +245,37 @@ class StepTracker:
                               & (accepted < tokens.shape[1]) & (starts >= 0))
         self._memory.emitted_rows(ids[rows], starts[rows] + 1, tokens[rows],
                                   accepted[rows].astype(np.int64) + 1)
+
+    def record_sampled(self, seq_ids: Any, token_ids: Any, kept: Any = None) -> None:
+        """Remember the token the engine sampled for each prefill seq of the step in
+        flight, at the position after its chunk (``start + num_scheduled``), where its
+        next token goes. ``kept`` marks, per row, the samples the engine keeps as that
+        token (ATOM: a chunk that ends the prompt; the sample of a middle chunk is
+        dropped); None keeps every prefill row's. Decode rows are left to
+        :meth:`record_emitted`. Full depth only: with the verifier's rows, this makes the
+        memory hold every token the engine sampled, so a recompute that re-feeds anything
+        else at such a position (a placeholder where the prefill's sample belongs) is SG608.
+        """
+        step = self._current
+        if step is None or current_config().depth is not Depth.FULL:
+            return
+        ids, tokens = host_array(seq_ids), host_array(token_ids)
+        keep = host_array(kept) if kept is not None else None
+        if ids is None or tokens is None or not _same_rows(ids, tokens) \
+                or (kept is not None and (keep is None or keep.shape != ids.shape
+                                          or keep.dtype != bool)):
+            return
+        plan = step.plan
+        positions = step.lookup.rows(ids)
+        at = np.maximum(positions, 0)
+        chosen = (positions >= 0) & ~plan.is_decode[at] & (plan.starts[at] >= 0)
+        if keep is not None:
+            chosen &= keep
+        rows = np.flatnonzero(chosen)
+        if rows.shape[0]:
+            self._memory.emitted_rows(
+                ids[rows], (plan.starts[at] + plan.num_scheduled[at])[rows],
+                tokens[rows, None], np.ones(rows.shape[0], dtype=np.int64))
 
     def verify_rows(self, seq_ids: Any, num_accepted: Any) -> None:
         """:meth:`verified` from the arrays alone: one row per decode seq, in batch order."""
@@ -280,14 +335,16 @@ def _remember(memory: SeqMemory, state: StepState) -> None:
         memory.advance(ids.astype(np.int64), starts.astype(np.int64), advance.astype(np.int64))
 
 
-def _absent_ends(memory: SeqMemory, seq_ids: np.ndarray, prev_rows: np.ndarray) -> np.ndarray:
-    """Where the memory last left each seq that was not in the previous forward; -1 for
-    the others, whose resume point the previous step itself gives (only these are read)."""
-    ends = np.full(prev_rows.shape[0], UNKNOWN, dtype=np.int64)
-    absent = np.flatnonzero(prev_rows < 0)
-    if absent.shape[0]:
-        ends[absent] = memory.ends(seq_ids[absent].astype(np.int64))
-    return ends
+def _remembered(seq_ids: np.ndarray, prev_rows: np.ndarray,
+                moved_since: list[np.ndarray]) -> np.ndarray:
+    """The seqs whose resume point the memory gives, not the previous forward: those that
+    were not in it, and those that a batch the runner ran but did not keep as its previous
+    forward (ATOM's middle prefill chunks) moved on since. Only these are looked up."""
+    remembered = prev_rows < 0
+    if moved_since:
+        moved = moved_since[0] if len(moved_since) == 1 else np.concatenate(moved_since)
+        remembered |= rows_in(moved, seq_ids.astype(np.int64)) >= 0
+    return remembered
 
 
 def _same_rows(ids: np.ndarray, values: np.ndarray) -> bool:
@@ -304,23 +361,24 @@ def _refilled_rows(refilled: Any, plan: StepPlan) -> np.ndarray:
 
 def _transition(previous: StepState, plan: StepPlan, links: StepLinks,
                 refilled: np.ndarray, progress: bool, whole: bool,
-                ends: np.ndarray) -> dict[str, Any]:
+                remembered: np.ndarray, ends: np.ndarray) -> dict[str, Any]:
     """The fields of the StepTransition between ``previous`` and ``plan``: O(batch).
 
-    A seq that was in the previous forward resumes where that step left it; one that was
-    absent resumes where its last known step left it (``ends``). A prefill that starts
-    before that point is a recompute from a cached prefix (after a preemption): a legal
-    restart, whose tokens :class:`RecomputedTokens` checks instead.
+    A seq resumes where its last step left it: the previous forward, or, for a seq that
+    was absent from it or that a batch not kept as the previous forward moved on since
+    (``remembered``), the memory (``ends``; -1 when it does not know). A prefill that
+    starts before that point is a recompute from a cached prefix (after a preemption): a
+    legal restart, whose tokens :class:`RecomputedTokens` checks instead.
     """
     rows = links.prev_rows
     seen = rows >= 0
     at = np.maximum(rows, 0)
     expected = np.full(rows.shape[0], UNKNOWN, dtype=np.int64)
     if progress:
-        expected = np.where(seen, UNKNOWN, ends).astype(np.int64)
+        expected = np.where(remembered, ends, UNKNOWN).astype(np.int64)
         if previous.seq_ids.shape[0]:
             advance = previous.advance[at]
-            known = seen & (advance >= 0)
+            known = seen & ~remembered & (advance >= 0)
             expected[known] = previous.starts[at][known] + advance[known]
         restart = ~plan.is_decode & (plan.starts >= 0) & (plan.starts < expected)
         expected[restart] = UNKNOWN

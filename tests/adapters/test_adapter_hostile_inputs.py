@@ -41,20 +41,22 @@ def _contract_or_nothing(call) -> None:
         assert violation.violations, "a violation names at least one rule"
 
 
-@given(field=st.sampled_from(ATOM_FIELDS), value=st.sampled_from(HOSTILE),
-       tracked=st.booleans())
-def test_atom_fields_replaced_by_hostile_values(field, value, tracked):
-    """Any ATOM field replaced by a hostile value is accepted or a ContractViolation."""
+@given(field=st.sampled_from([*ATOM_FIELDS, "is_final_chunk", "last_block_num_tokens"]),
+       value=st.sampled_from(HOSTILE), tracked=st.booleans(), first=st.booleans())
+def test_atom_fields_replaced_by_hostile_values(field, value, tracked, first):
+    """Any ATOM field replaced by a hostile value is accepted or a ContractViolation, on
+    the tracker's first forward too; so is a hostile drafter input (next_token_ids)."""
     seqs = [sequence(i, 40, drafts=K) for i in range(4)]
     view = AtomView(mtp_k=K, vocab_size=VOCAB, block_size=BLOCK_SIZE,
                     tracker=StepTracker() if tracked else None)
-    if tracked:
+    if tracked and not first:
         view(decode_batch(seqs, dense=True))
     atom = decode_batch(seqs, dense=True)
     setattr(atom, field, value)
     _contract_or_nothing(lambda: view(atom))
     _contract_or_nothing(lambda: view.verified(atom, value, value))
     _contract_or_nothing(lambda: view.drafted(atom, value))
+    _contract_or_nothing(lambda: view.drafted(atom, np.zeros((4, K), np.int32), value))
 
 
 VLLM_FIELDS = ["num_scheduled_tokens", "scheduled_spec_decode_tokens",

@@ -54,7 +54,8 @@ class ModelRunner:
         if "verified" in self.step:
             self.rejection_sampler.forward(None, None, None)
         if "drafted" in self.step:
-            self.propose_draft_token_ids(batch, None, None, None, None)
+            self.propose_draft_token_ids(batch, None, None,
+                                         self.step["drafted"].get("next_token_ids"), None)
         return "output"
 
     def propose_draft_token_ids(self, batch, input_ids, hidden_states, next_token_ids,
@@ -104,6 +105,22 @@ def test_install_refuses_the_seed_batch_before_the_runner_sees_it():
                 "has no drafts and no draft row")):
             runner.forward(batches[-1])
     assert runner.forwarded[-1] != [2, 0, 1]
+
+
+def test_install_gives_the_token_sampled_at_prefill_to_the_history():
+    """propose_draft_token_ids' next_token_ids reaches the view: a seq preempted right after
+    its prefill and recomputed with an EOS where that token belongs is SG608 at forward()."""
+    batches, runner = _steps("ffdf3bb5d", "preempt-after-prefill")
+    recompute = next(i for i, b in enumerate(batches) if i and b.total_seqs_num_prefill)
+    with contracts.checking(depth="full"):
+        install_atom(runner)
+        for batch in batches[:recompute]:
+            runner.forward(batch)
+        with pytest.raises(contracts.ContractViolation, match=re.escape(
+                "SG608 a recomputed seq re-feeds only the tokens it was emitted "
+                "[RecomputedTokens.token_positions, scheduler → runner]: seq 1 at batch "
+                "position 0: re-feeds token 2 at position 6, where the engine sampled ")):
+            runner.forward(batches[recompute])
 
 
 def test_uninstall_restores_the_runner_and_the_context_manager_scopes_it():
@@ -161,13 +178,14 @@ def test_newest_atom_propose_with_align_only_is_known_and_passed_through():
     runner.propose_draft_token_ids = propose
     view = install_atom(runner)
     calls: list[Any] = []
-    view.drafted = lambda batch, drafts: calls.append(drafts)  # type: ignore[method-assign]
+    view.drafted = lambda batch, drafts, sampled: calls.append(  # type: ignore[method-assign]
+        (drafts, sampled))
     runner.tokenID_processor.draft_token_ids = np.zeros((1, 1), dtype=np.int32)
     assert runner.propose_draft_token_ids(None, None, None, None, None, align_only=True) \
         == "proposed"
     assert calls == []
-    runner.propose_draft_token_ids(None, None, None, None, None)
-    assert len(calls) == 1
+    runner.propose_draft_token_ids(None, None, None, "sampled", None)
+    assert len(calls) == 1 and calls[0][1] == "sampled"
 
 
 def test_a_dp_dummy_forward_is_not_checked_and_makes_the_next_seqs_new():

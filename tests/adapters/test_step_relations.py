@@ -1,4 +1,4 @@
-"""Step-to-step contracts: the tracker relates each step to the one before (SG601-SG607)."""
+"""Step-to-step contracts: the tracker relates each step to the one before (SG601-SG608)."""
 
 from __future__ import annotations
 
@@ -333,3 +333,72 @@ def test_a_seq_back_from_a_skipped_step_elsewhere_is_sg601():
             "seq 7 at batch position 1: starts at position 24, but its previous step (row -1) "
             "left it at 22 (expected 22; actual 24)")):
         _skipped_for_a_step(24)
+
+
+def _recomputed_after_prefill(feed):
+    """Seq 5 prefills 6 tokens (0..5) and samples 42 for position 6, is preempted before
+    its first decode, and comes back as a prefill of 7 tokens feeding ``feed`` at 6."""
+    tracker = StepTracker()
+    tracker.schedule(batch([5], [0], decode=[False], chunks={5: 6}))
+    tracker.record_sampled(np.asarray([5]), np.asarray([42]))
+    recompute = batch([5], [0], decode=[False], chunks={5: 7})
+    recompute.token_ids[6] = feed  # the prompt is 3s (not compared), then position 6
+    tracker.schedule(recompute)
+
+
+def test_a_recompute_re_feeding_the_token_sampled_at_prefill_is_clean():
+    """The token a prefill sampled is history: fed back at its position, it is fine."""
+    _recomputed_after_prefill(42)
+
+
+def test_a_recompute_feeding_a_placeholder_where_the_prefill_sampled_is_sg608():
+    """An EOS where the prefill's sampled token belongs is SG608, naming the position."""
+    with pytest.raises(contracts.ContractViolation, match=re.escape(
+            "seq 5 at batch position 0: re-feeds token 2 at position 6, where the engine "
+            "sampled 42 (expected 42; actual 2)")):
+        _recomputed_after_prefill(2)
+
+
+def test_a_sample_the_engine_drops_is_not_history():
+    """A middle chunk's sample (not kept) is no history: the next chunk feeds the prompt."""
+    tracker = StepTracker()
+    tracker.schedule(batch([5], [0], decode=[False], chunks={5: 6}))
+    tracker.record_sampled(np.asarray([5]), np.asarray([42]), np.asarray([False]))
+    tracker.schedule(batch([5], [6], decode=[False], chunks={5: 6}))
+
+
+def _middle_chunk_not_kept(resume_at):
+    """Seq 5 decodes beside seq 7's first chunk (0..4); seq 7's next chunk (5..9) runs in
+    a batch the runner does not keep as its previous forward; then seq 7 resumes."""
+    tracker = StepTracker()
+    tracker.schedule(batch([5, 7], [10, 0], decode=[True, False]))
+    tracker.verified(verify([5], [0]))
+    tracker.schedule(batch([7], [5], decode=[False]), forwarded=False)
+    tracker.schedule(batch([7], [resume_at], decode=[False]))
+
+
+def test_a_chunk_after_a_batch_not_kept_as_previous_resumes_where_that_batch_left_it():
+    """Seq 7 was in the previous forward, but the batch after it moved it on to 10."""
+    _middle_chunk_not_kept(10)
+
+
+def test_a_chunk_ignoring_a_batch_not_kept_as_previous_is_sg601():
+    """Resuming past where that batch left seq 7 is SG601 against that point."""
+    with pytest.raises(contracts.ContractViolation, match=re.escape(
+            "seq 7 at batch position 0: starts at position 15, but its previous step (row 1) "
+            "left it at 10 (expected 10; actual 15)")):
+        _middle_chunk_not_kept(15)
+
+
+def test_no_forward_yet_is_known_until_one_is_scheduled_or_the_tracker_resets():
+    """before_first_forward: True for a new tracker, False once a batch was forwarded (not
+    for one that was not), False after a reset (which cannot tell)."""
+    tracker = StepTracker()
+    assert tracker.before_first_forward
+    tracker.schedule(batch([7], [0], decode=[False]), forwarded=False)
+    assert tracker.before_first_forward
+    tracker.schedule(batch([7], [5], decode=[False]))
+    assert not tracker.before_first_forward
+    fresh = StepTracker()
+    fresh.reset()
+    assert not fresh.before_first_forward

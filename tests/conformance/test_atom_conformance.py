@@ -1,8 +1,9 @@
 """ATOM's recorded traffic, replayed through the ATOM adapter (tools/record_corpus/atom.py).
 
 Each corpus file is one scenario driven through ATOM's real ``Scheduler`` at one commit:
-valid traffic must replay with no violation at full depth, buggy traffic with exactly the
-violations the recording's oracle found, naming seq and batch position.
+valid traffic must replay with no violation at the default depth and at full depth, buggy
+traffic with exactly the violations the recording's oracle found at full depth, naming
+seq and batch position (and with none of anything else at the default depth).
 """
 
 from __future__ import annotations
@@ -41,13 +42,13 @@ def _view(corpus: Corpus, tracker: StepTracker | None = None,
 
 
 def replay(corpus: Corpus, view: AtomView | None = None, *, start: int = 0,
-           upto: int | None = None) -> list[tuple[str, Any, Any, str]]:
-    """Feed events ``start:upto`` to the view at full depth; return (code, seq, position,
+           upto: int | None = None, depth: str = "full") -> list[tuple[str, Any, Any, str]]:
+    """Feed events ``start:upto`` to the view at ``depth``; return (code, seq, position,
     message) of every violation, continuing after each as an engine in warn mode would."""
     view = view or _view(corpus)
     found: list[tuple[str, Any, Any, str]] = []
     batch: Any = None
-    with contracts.checking(depth="full"):
+    with contracts.checking(depth=depth):
         for event in corpus.events[start:upto]:
             fields = event.values()
             try:
@@ -59,7 +60,7 @@ def replay(corpus: Corpus, view: AtomView | None = None, *, start: int = 0,
                 elif event.event == "verified":
                     view.verified(batch, fields["sampled_tokens"], fields["num_bonus_tokens"])
                 elif event.event == "drafted":
-                    view.drafted(batch, fields["draft_token_ids"])
+                    view.drafted(batch, fields["draft_token_ids"], fields.get("next_token_ids"))
             except contracts.ContractViolation as error:
                 found += [(v.code, v.seq_id, v.position, v.format()) for v in error.violations]
     return found
@@ -77,7 +78,8 @@ def test_corpus_covers_every_recorded_atom_commit_and_stays_small():
     assert len(set(map(tuple, scenarios.values()))) == 1
     assert {"chunked-prefill", "preempt-recompute", "empty-schedule", "prefix-cache-hit",
             "pd-first-decode", "new-and-deferred", "steady-decode-k1",
-            "steady-decode-k4"} <= set(scenarios[versions[0]])
+            "steady-decode-k4", "pd-first-decode-short-handover", "middle-chunks-skip-forward",
+            "preempt-after-prefill", "block-size-4-k4"} <= set(scenarios[versions[0]])
     assert sum(path.stat().st_size for path in FILES) < 1_000_000
 
 
@@ -87,6 +89,19 @@ def test_recorded_atom_traffic_replays_to_what_it_expects(path):
     corpus = read_corpus(path)
     got = [(code, seq, position) for code, seq, position, _ in replay(corpus)]
     assert got == [(e.code, e.seq_id, e.position) for e in corpus.expect]
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_recorded_atom_traffic_at_the_default_depth_reports_nothing_unexpected(path):
+    """At the default depth (``essential``) valid traffic replays with 0 violations, and
+    buggy traffic reports only expected violations (value rules of full depth, such as
+    SG110, SG601 and SG608, run there only)."""
+    corpus = read_corpus(path)
+    got = [(code, seq, position) for code, seq, position, _ in replay(corpus, depth="essential")]
+    expected = [(e.code, e.seq_id, e.position) for e in corpus.expect]
+    assert all(found in expected for found in got)
+    if not expected:
+        assert got == []
 
 
 def test_atom_empty_host_draft_rows_before_any_drafts_is_clean():
@@ -230,7 +245,7 @@ def test_atom_recompute_refeeding_placeholders_is_sg608():
     assert re.fullmatch(
         r"SG608 a recomputed seq re-feeds only the tokens it was emitted "
         r"\[RecomputedTokens.token_positions, scheduler → runner\]: seq 1 at batch position "
-        r"0: re-feeds token 2 at position 10, where the verifier emitted \d+ \(expected \d+; "
+        r"0: re-feeds token 2 at position 10, where the engine sampled \d+ \(expected \d+; "
         r"actual 2\) \{num_prefill=1\}", found[3])
 
 
@@ -243,3 +258,136 @@ def test_atom_chunked_recompute_ending_at_the_prompt_is_sg601():
             "scheduler → runner]: seq 0 at batch position 0: starts at position 18, but its "
             "previous step (row 0) left it at 6 (expected 6; actual 18) "
             "{mtp_k=2, num_seqs=1, num_decode=1}")
+
+
+def test_atom_middle_chunks_between_forwards_move_the_resume_point():
+    """From #1771 a batch of middle chunks only is not the runner's previous forward, but
+    it moved its seq on: the next chunk resumes where that batch left it, not where the
+    previous forward did (no SG601 at full depth). A chunk that resumed 8 prompt tokens
+    past where that batch left it is SG601 naming that point."""
+    for version in ("042e8f1c0", "ffdf3bb5d"):
+        corpus = _corpus(version, "middle-chunks-skip-forward")
+        schedules = _schedules(corpus)
+        skipped = [i for i, f in schedules
+                   if f["total_seqs_num_prefill"] and not any(f["is_final_chunk"])]
+        assert len(skipped) == 1
+        assert [f["req_ids"] for _, f in schedules[:3]] == [[0, 1], [1], [1]]
+        assert replay(corpus) == []
+        index, last = schedules[2]
+        tracker = StepTracker()
+        view = _view(corpus, tracker)
+        assert replay(corpus, view, upto=index) == []
+        assert tracker.close() is not None and tracker.close().seq_ids.tolist() == [0, 1]
+        assert (last["context_lens"] - last["num_scheduled_tokens"]).tolist() == [128]
+        tokens = last["scheduled_tokens"][8:]
+        gap = types.SimpleNamespace(**{
+            **last, "num_scheduled_tokens": last["num_scheduled_tokens"] - 8,
+            "scheduled_tokens": tokens, "total_tokens_num": tokens.shape[0],
+            "total_tokens_num_prefill": tokens.shape[0]})
+        with pytest.raises(contracts.ContractViolation) as caught, \
+                contracts.checking(depth="full"):
+            view(gap)
+        assert caught.value.violations[0].format() == (
+            "SG601 a seq resumes where its previous step left off [StepTransition.starts, "
+            "scheduler → runner]: seq 1 at batch position 0: starts at position 136, but its "
+            "previous step (row 1) left it at 128 (expected 128; actual 136) "
+            "{mtp_k=2, num_seqs=1, num_decode=0}")
+
+
+def _first(corpus: Corpus, event: str, after: int = 0) -> tuple[int, dict[str, Any]]:
+    return next((i, e.values()) for i, e in enumerate(corpus.events)
+                if i >= after and e.event == event)
+
+
+def test_atom_pd_first_decode_reads_no_host_draft_row_before_any_forward():
+    """A P/D consumer's first decode as the runner's first forward (``prev_batch is None``):
+    prepare_input_ids feeds ``scheduled_tokens`` as they are and reads no host draft row, at
+    every commit. A handover of 2 drafts for mtp_k=3 leaves a (1, 2) host array before
+    #1771 and a zero-padded row from #1771: the view checks the drafts in the token stream,
+    the ones fed, and passes at every depth; once a forward ran, a new seq's row is read
+    and demanded again."""
+    for version in ("80b5b02be", "26ba9913d", "042e8f1c0", "ffdf3bb5d"):
+        corpus = _corpus(version, "pd-first-decode-short-handover")
+        _, fields = _first(corpus, "schedule")
+        rows = fields["scheduled_spec_decode_tokens"]
+        assert fields["total_seqs_num_decode"] == 1 and fields["total_seqs_num_prefill"] == 0
+        assert rows.shape == ((1, 2) if corpus.config["layout"] == "pre-1771" else (1, 3))
+        for depth in ("metadata", "essential", "full"):
+            assert replay(corpus, depth=depth) == [], (version, depth)
+        view = _view(corpus)
+        with contracts.checking(depth="full"):
+            batch = view(types.SimpleNamespace(**fields))
+        assert batch is not None
+        assert batch.draft_token_ids.tolist() == [fields["scheduled_tokens"][1:].tolist()]
+    # No handover at all: an empty host array, which no row is read from either.
+    corpus = _corpus("80b5b02be", "pd-first-decode")
+    _, fields = _first(corpus, "schedule")
+    no_rows = np.asarray([], dtype=np.int32)  # ATOM's np.asarray(list({}.values()), int32)
+    empty = types.SimpleNamespace(**{**fields, "scheduled_spec_decode_tokens": no_rows})
+    with contracts.checking(depth="full"):
+        assert _view(corpus)(empty) is not None
+    # After a forward (a DP dummy batch here) the seq is new to the runner, which reads
+    # its host row at its batch position: there is none.
+    view = _view(corpus)
+    view.skipped_forward()
+    with pytest.raises(contracts.ContractViolation) as caught, contracts.checking(depth="full"):
+        view(empty)
+    assert caught.value.violations[0].format() == (
+        "SG101 one draft row per decode seq, in batch order [ScheduledBatch.draft_token_ids, "
+        "scheduler → runner]: seq 0 at batch position 0: decode seq without a draft row: "
+        "draft_token_ids is i32[0,2] but num_decode=1 (expected num_decode=1; actual 0) "
+        "{mtp_k=2, num_decode=1, num_tokens=3, num_seqs=1, max_blocks=2}")
+
+
+def test_atom_recompute_right_after_prefill_refeeding_its_eos_is_sg608():
+    """A seq preempted right after its prefill keeps one of the placeholders postprocess
+    appended for that step, where its first token belongs: the recompute feeds EOS (2)
+    there. The token sampled at prefill (the drafter's ``next_token_ids``) is history, so
+    SG608 names it, at every commit."""
+    for version in ("80b5b02be", "26ba9913d", "042e8f1c0", "ffdf3bb5d"):
+        corpus = _corpus(version, "preempt-after-prefill")
+        _, prefill = _first(corpus, "schedule")
+        _, drafted = _first(corpus, "drafted")
+        assert prefill["req_ids"] == [0, 1] and prefill["context_lens"].tolist() == [6, 6]
+        first_token = int(drafted["next_token_ids"][1])
+        found = replay(corpus)
+        assert [f[:3] for f in found] == [("SG608", 1, 0), ("SG608", 1, 0)]
+        assert [f[3] for f in found] == [
+            "SG608 a recomputed seq re-feeds only the tokens it was emitted "
+            "[RecomputedTokens.token_positions, scheduler → runner]: seq 1 at batch position "
+            f"0: re-feeds token 2 at position 6, where the engine sampled {first_token} "
+            f"(expected {first_token}; actual 2) {{num_prefill=1}}"] * 2
+
+
+def test_atom_middle_chunk_samples_are_not_history():
+    """A middle chunk samples a guess at a prompt position, which ATOM drops: it is not
+    kept as history (from #1771 by ``is_final_chunk``, before by the seq's token count),
+    so the next chunk, feeding the prompt's own token there, is no SG608."""
+    for version in ("80b5b02be", "26ba9913d", "042e8f1c0", "ffdf3bb5d"):
+        corpus = _corpus(version, "middle-chunks-skip-forward")
+        (_, mixed), (_, after) = _schedules(corpus)[:2]
+        _, drafted = _first(corpus, "drafted")
+        assert mixed["context_lens"].tolist()[1] == 64 and after["req_ids"] == [1]
+        assert int(drafted["next_token_ids"][1]) != int(after["scheduled_tokens"][0])
+        assert replay(corpus) == []
+
+
+def test_atom_block_size_4_with_mtp_k_4_leaves_the_table_one_block_short():
+    """ATOM's BlockManager.may_append(seq, mtp_k + 1) adds blocks only while
+    0 < len(seq) % block_size <= mtp_k + 1, for len(seq) counting the positions the step
+    writes. With mtp_k + 1 >= block_size a step can move a whole block on and land on a
+    boundary: no block is added. Block size 4, mtp_k 4: the first decode after a 7-token
+    prefill has context 12 and a 2-block table, SG110 at full depth, at every commit."""
+    for version in ("80b5b02be", "26ba9913d", "042e8f1c0", "ffdf3bb5d"):
+        corpus = _corpus(version, "block-size-4-k4")
+        assert corpus.config["block_size"] == 4 and corpus.config["mtp_k"] == 4
+        _, decode = next((i, f) for i, f in _schedules(corpus) if f["total_seqs_num_decode"])
+        assert decode["context_lens"].tolist() == [10, 12]
+        assert [len(t) for t in decode["block_tables"]] == [3, 2]
+        (found,) = replay(corpus)
+        assert found[3] == (
+            "SG110 block tables are not empty and cover the context [ScheduledBatch."
+            "block_tables, scheduler → runner]: seq 1 at batch position 1: block table is "
+            "empty or ends before the context does {mtp_k=4, num_decode=2, num_tokens=10, "
+            "num_seqs=2, max_blocks=3}")
+        assert replay(corpus, depth="essential") == []

@@ -31,14 +31,24 @@ specguard, decide what each corpus file expects:
   placeholders) expects SG608 naming that seq;
 * a decode span starting past the last position whose KV was written (a recompute that
   stopped short) expects SG601 naming that seq, and ends the recording;
+* a block table shorter than the context attention reads expects SG110 naming that seq,
+  and ends the recording;
 * anything else the oracle sees stops the recording with an error.
+
+The target samples the true token past the prompt; at the end of a middle prefill chunk
+(a prompt position) it samples a guess that is not the prompt's token, as a real model
+mostly does, and which ATOM's scheduler drops. A P/D consumer's request comes with its
+first token and the drafts the remote prefill hands over (``kv_transfer_params``:
+``first_token_id``, ``draft_token_ids``; ``Scenario.remote_drafts`` of them).
 
 Events, in order, with ATOM's own field names: ``schedule`` (the batch's fields as the
 runner receives them, plus ``forwarded``: whether the engine runs it), ``schedule_none``
 (``schedule()`` returned None), ``verified`` (the rejection sampler's ``sampled_tokens``
 ``[bs, k+1]`` and ``num_bonus_tokens`` ``[bs]``), ``drafted`` (the MTP head's
-``draft_token_ids`` ``[bs, k]``), ``preempted`` (ids the scheduler preempted, for
-reading only) and ``crash`` (the runner raised; the recording stops).
+``draft_token_ids`` ``[bs, k]`` and the ``next_token_ids`` ``[bs]`` that
+``propose_draft_token_ids`` receives: the token each seq sampled in the forward),
+``preempted`` (ids the scheduler preempted, for reading only) and ``crash`` (the runner
+raised; the recording stops).
 """
 
 from __future__ import annotations
@@ -180,6 +190,16 @@ def true_token(prompts: dict[int, list[int]], seq: int, position: int) -> int:
     return 3 + (seq * 7919 + position * 104729) % (VOCAB - 3)
 
 
+def sampled_token(prompts: dict[int, list[int]], seq: int, position: int) -> int:
+    """What the target samples at ``position`` from the tokens before it: the true token
+    past the prompt; inside the prompt (the end of a middle prefill chunk) a guess that
+    misses the prompt's own token, which the scheduler discards."""
+    token = true_token(prompts, seq, position)
+    if position < len(prompts[seq]):
+        return 3 + (token - 3 + 7) % (VOCAB - 3)
+    return token
+
+
 def draft_token(prompts: dict[int, list[int]], seq: int, position: int) -> int:
     """The drafter's guess at ``position``: the true token, except one position in four."""
     token = true_token(prompts, seq, position)
@@ -289,10 +309,13 @@ class Runner:
         counts = [int(c) for c in batch.num_scheduled_tokens]
         starts = [c - n for c, n in zip(context, counts, strict=True)]
         for i, seq in enumerate(ids):
+            # Attention reads cdiv(context, block_size) blocks of the table: a short one
+            # sends the span's KV to blocks the seq does not own.
             if len(batch.block_tables) == len(ids) and \
                     len(batch.block_tables[i]) * self.block_size < context[i]:
-                raise RuntimeError(f"step {self.step}: seq {seq} has a block table shorter "
-                                   f"than its context {context[i]}")
+                self.findings.append(Finding(
+                    self.step, "short-table", seq, i,
+                    f"{len(batch.block_tables[i])} blocks for a context of {context[i]}"))
         prefill = batch.total_seqs_num_prefill > 0
         for i, seq in enumerate(ids):
             known = self.computed.get(seq, 0)
@@ -331,7 +354,7 @@ class Runner:
                           draft_token_ids=None)
         if prefill:
             sampled: np.ndarray = np.asarray(
-                [true_token(self.prompts, seq, context[i]) for i, seq in enumerate(ids)],
+                [sampled_token(self.prompts, seq, context[i]) for i, seq in enumerate(ids)],
                 dtype=np.int32)
             accepted = np.zeros(n, dtype=np.int32)
             anchors, after = sampled, np.asarray(context)
@@ -370,7 +393,10 @@ class Runner:
         proposals = np.asarray([[draft_token(self.prompts, seq, int(after[i]) + 1 + j)
                                  for j in range(k)] for i, seq in enumerate(ids)],
                                dtype=np.int32).reshape(n, k)
-        self.record("drafted", draft_token_ids=proposals)
+        # propose_draft_token_ids(batch, ..., next_token_ids, ...): the token each row
+        # sampled last, the MTP head's input (a prefill's sampled token, a decode's anchor)
+        self.record("drafted", draft_token_ids=proposals,
+                    next_token_ids=np.asarray(anchors, dtype=np.int32))
         self.drafts = proposals
         host_drafts = self.host_drafts.pop(0) if self.host_drafts else np.zeros(0, np.int32)
         self.host_drafts.append(proposals.copy())
@@ -411,6 +437,10 @@ class Scenario:
     remote: dict[int, list[list[int]]] = dataclasses.field(default_factory=dict)
     max_tokens: dict[int, int] = dataclasses.field(default_factory=dict)
     """Output budget by seq id (64 otherwise): a seq that finishes frees its batch slot."""
+    remote_drafts: int | None = None
+    """Drafts a remote prefill hands over with its first token (mtp_k when None)."""
+    block_size: int = BLOCK_SIZE
+    """``kv_cache_block_size``."""
 
 
 SCENARIOS: dict[str, Scenario] = {
@@ -474,6 +504,35 @@ SCENARIOS: dict[str, Scenario] = {
         "P/D consumer: a seq whose prompt KV, first token and drafts come from a remote "
         "prefill decodes with no local prefill, then joins a seq prefilled here.",
         2, {2: [prompt(40, 5)]}, 6, remote={0: [prompt(41, 7)]}),
+    "pd-first-decode-short-handover": Scenario(
+        "P/D consumer, mtp_k=3: the remote prefill hands over its first token and two "
+        "drafts. The seq is the runner's first forward (prev_batch is None), so "
+        "prepare_input_ids feeds scheduled_tokens as they are, the last 4 of the seq's "
+        "tokens (its last prompt token, the first token, the two drafts), and reads no host "
+        "draft row, whatever scheduled_spec_decode_tokens holds (one row of 2 before #1771). "
+        "Then it joins a seq prefilled here.",
+        3, {2: [prompt(43, 5)]}, 6, remote={0: [prompt(42, 7)]}, remote_drafts=2),
+    "middle-chunks-skip-forward": Scenario(
+        "Chunked prefill with a 72-token budget: a short prompt and the first chunk of a "
+        "150-token one share a forward, the next chunk runs alone (from #1771 a batch of "
+        "middle chunks only skips postprocess, so it is not the runner's previous "
+        "forward), then the last chunk, then both decode.",
+        2, {0: [prompt(60, 8), prompt(61, 150)]}, 7, {"max_num_batched_tokens": 72}),
+    "preempt-after-prefill": Scenario(
+        "KV blocks run out right after two prompts are prefilled together: the second is "
+        "preempted before its first decode. postprocess had appended the prefill step's "
+        "placeholders (mtp_k + 1 EOS) and preempt() strips mtp_k + num_rejected, so one "
+        "EOS stays where the token sampled at prefill belongs, and the recompute feeds it; "
+        "the same happens again on the next preemption.",
+        2, {0: [prompt(8, 6), prompt(9, 6)]}, 7,
+        {"num_kvcache_blocks": 3, "max_num_seqs": 2}),
+    "block-size-4-k4": Scenario(
+        "Block size 4 and mtp_k=4: two seqs decode. BlockManager.may_append(seq, mtp_k + 1) "
+        "allocates only when 0 < len(seq) % block_size <= mtp_k + 1; a step that accepts "
+        "enough drafts to land len(seq) on a block boundary (len % 4 == 0) after crossing "
+        "one gets no new block, since mtp_k + 1 >= block_size lets one step advance a whole "
+        "block, and the table stops one block short of the context.",
+        4, {0: [prompt(24, 5)], 1: [prompt(34, 7)]}, 8, block_size=4),
     **{f"steady-decode-k{k}": Scenario(
         f"mtp_k={k}: two seqs prefilled one after the other, then the same batch decodes "
         "every step.", k, {0: [prompt(20 + k, 5)], 1: [prompt(30 + k, 7)]}, 6)
@@ -481,12 +540,12 @@ SCENARIOS: dict[str, Scenario] = {
 }
 
 
-def _config(mtp_k: int, limits: dict[str, Any]) -> _Record:
+def _config(mtp_k: int, limits: dict[str, Any], block_size: int) -> _Record:
     spec = _Record(num_speculative_tokens=mtp_k, method="mtp", model=None)
     spec.use_dspark = lambda: False  # type: ignore[attr-defined]
     hf = _Record(architectures=["LlamaForCausalLM"], sliding_window=128, model_type="llama")
     settings: dict[str, Any] = {
-        "kv_cache_block_size": BLOCK_SIZE, "num_kvcache_blocks": 64,
+        "kv_cache_block_size": block_size, "num_kvcache_blocks": 64,
         "enable_prefix_caching": False, "enable_chunked_prefill": True, "max_num_seqs": 4,
         "max_num_batched_tokens": 64, "long_prefill_token_threshold": 0,
         "decode_context_parallel_size": 1, "max_model_len": 256, "bos_token_id": 1,
@@ -513,11 +572,16 @@ def _batch_fields(batch: Any) -> dict[str, Any]:
     return fields
 
 
+#: Findings after which the run is garbage and the recording stops: a span skipped past
+#: unwritten KV (SG601), KV written outside the seq's blocks (SG110).
+_FINAL = ("SG601", "SG110")
+
+
 def record(atom: types.SimpleNamespace, layout: str, scenario: Scenario
            ) -> tuple[list[Event], list[Expected]]:
     """Run one scenario on ATOM's scheduler; return its events and what they must report."""
     atom.sequence.Sequence.counter = count()
-    config = _config(scenario.mtp_k, scenario.limits)
+    config = _config(scenario.mtp_k, scenario.limits, scenario.block_size)
     scheduler = atom.scheduler.Scheduler(config)
     if scenario.veto:
         scheduler.prefill_delayer = _Veto(set(scenario.veto))
@@ -542,10 +606,10 @@ def record(atom: types.SimpleNamespace, layout: str, scenario: Scenario
             # over in kv_transfer_params, transfer finished.
             seq = admit(tokens)
             n = len(tokens)
-            seq.kv_transfer_params = {
-                "first_token_id": true_token(prompts, seq.id, n),
-                "draft_token_ids": [draft_token(prompts, seq.id, n + 1 + j)
-                                    for j in range(scenario.mtp_k)]}
+            seq.kv_transfer_params = {"first_token_id": true_token(prompts, seq.id, n)}
+            handed = scenario.mtp_k if scenario.remote_drafts is None else scenario.remote_drafts
+            seq.kv_transfer_params["draft_token_ids"] = [
+                draft_token(prompts, seq.id, n + 1 + j) for j in range(handed)]
             scheduler.block_manager.allocate(seq)
             seq.num_cached_tokens = n
             runner.computed[seq.id] = n  # the producer wrote the prompt's KV
@@ -576,13 +640,14 @@ def record(atom: types.SimpleNamespace, layout: str, scenario: Scenario
                                    position=first))
             break
         for finding in runner.findings[found:]:
-            code = {"prefill-misfeed": "SG608", "kv-gap": "SG601"}.get(finding.kind)
+            code = {"prefill-misfeed": "SG608", "kv-gap": "SG601",
+                    "short-table": "SG110"}.get(finding.kind)
             if code is None:
                 raise RuntimeError(f"{scenario.description!r}: unexpected {finding}")
             expect.append(Expected(code=code, seq_id=finding.seq, position=finding.position))
-            if code == "SG601":  # what follows a skipped span is garbage: stop there
+            if code in _FINAL:
                 break
-        if any(e.code == "SG601" for e in expect):
+        if any(e.code in _FINAL for e in expect):
             break
         scheduler.postprocess(list(seqs.values()), output, batch=batch)
     return runner.events, expect
@@ -613,7 +678,8 @@ def main(argv: list[str] | None = None) -> int:
         corpus = Corpus(
             engine="atom", engine_version=version, scenario=name,
             description=scenario.description,
-            config={"mtp_k": scenario.mtp_k, "vocab_size": VOCAB, "block_size": BLOCK_SIZE,
+            config={"mtp_k": scenario.mtp_k, "vocab_size": VOCAB,
+                    "block_size": scenario.block_size,
                     "layout": layout, "committed": committed,
                     **{key: value for key, value in scenario.limits.items()
                        if isinstance(value, int | bool)}},

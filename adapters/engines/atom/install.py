@@ -25,8 +25,10 @@ alone), with the method names and signatures of ATOM from 80b5b02be to ffdf3bb5d
 * ``ModelRunner.propose_draft_token_ids(batch, input_ids, hidden_states, next_token_ids,
   num_reject_tokens[, align_only])``: after it returns, the MTP head's rows for the batch
   (``self.tokenID_processor.draft_token_ids``, ``[bs, k]`` on the device) go to
-  :meth:`AtomView.drafted`; an ``align_only`` call (a DP alignment pass over middle
-  chunks, ffdf3bb5d) drafts nothing and is passed through.
+  :meth:`AtomView.drafted`, with ``next_token_ids`` (the token each seq sampled in the
+  forward: a prefill's first token joins the seq's history for SG608); an ``align_only``
+  call (a DP alignment pass over middle chunks, ffdf3bb5d) drafts nothing and is passed
+  through.
 
 Values on the accelerator are checked as the mode and ``device_values`` say: shapes at
 once, values without a host sync only as deferred verdicts. A runner whose methods or
@@ -171,8 +173,10 @@ class _Installed:
             if not kwargs.get("align_only", False):
                 processor = getattr(self.runner, "tokenID_processor", None)
                 drafts = getattr(processor, "draft_token_ids", None)
+                # (input_ids, hidden_states, next_token_ids, ...) after the batch
+                sampled = kwargs.get("next_token_ids", args[2] if len(args) > 2 else None)
                 if drafts is not None:
-                    self.view.drafted(batch, drafts)
+                    self.view.drafted(batch, drafts, sampled)
             return result
         return propose
 

@@ -15,9 +15,10 @@ What it recognises, in ATOM's terms:
 * ``scheduled_spec_decode_tokens`` dense ``(bs, k)`` (upstream since #1771) or compacted
   ``(n_with_drafts, k)`` (before it; 1-D and empty when nobody has drafts): the runner
   reads a row only for a seq that was not in the previous forward, at its batch
-  position. A compacted array whose rows those reads miss or misassign is the
-  ``IndexError: index 127 is out of bounds`` bug, reported as SG101 naming the seq
-  without a row (see :func:`_rows_read`);
+  position, and none when it has no previous forward (a P/D consumer's first decode:
+  ``scheduled_tokens`` are fed as they are, see :func:`_fed_drafts`). A compacted array
+  whose rows those reads miss or misassign is the ``IndexError: index 127 is out of
+  bounds`` bug, reported as SG101 naming the seq without a row (see :func:`_rows_read`);
 * ``block_tables`` filtered by ``if seq.block_table`` and ``per_req_cache_groups``
   compacted to the seqs with a group: SG105 names the first seq without an entry;
 * decode ``context_lens`` include ATOM's placeholders: the view subtracts the rejected
@@ -95,10 +96,13 @@ class AtomView:
 
     Both runners read a host draft row only for a decode seq that was not in the
     previous forward, at its batch position; a seq that was is fed its anchor and drafts
-    from the device. With a tracker, the view checks exactly those reads, so a compacted
+    from the device. With no previous forward at all (``prev_batch is None``: the
+    tracker has seen no forward, as for a P/D consumer whose first decode is the
+    runner's first forward) they feed ``scheduled_tokens`` as they are and read no host
+    row. With a tracker, the view checks exactly those reads, so a compacted
     ``scheduled_spec_decode_tokens`` (before #1771) passes while every row read exists
-    and belongs to its seq, and is SG101 otherwise; without one, every decode seq must
-    have its row.
+    and belongs to its seq, and is SG101 otherwise, and a first forward's drafts are the
+    ones in the token stream; without one, every decode seq must have its row.
     """
 
     def __init__(self, *, mtp_k: int, vocab_size: int, block_size: int,
@@ -179,13 +183,26 @@ class AtomView:
             self.tracker.verified(out)
         return out
 
-    def drafted(self, batch: Any, draft_token_ids: Any) -> DrafterOutput:
-        """The MTP head's proposals for the batch, ``[bs, k]``, one row per seq in order."""
+    def drafted(self, batch: Any, draft_token_ids: Any,
+                next_token_ids: Any = None) -> DrafterOutput:
+        """The MTP head's proposals for the batch, ``[bs, k]``, one row per seq in order.
+
+        ``next_token_ids`` (``[bs]``, what ATOM's ``propose_draft_token_ids`` receives) is
+        the token each seq sampled in this forward. A prefill seq's, when its chunk ends
+        the prompt, is its first token: with a tracker, at full depth, it joins the seq's
+        history next to the verifier's rows, so that a recompute which re-feeds anything
+        else at that position (the EOS placeholder ATOM's preemption leaves there) is
+        SG608. The sample of a middle chunk, which ATOM drops, is not kept.
+        """
         out = build(DrafterOutput, {
             "mtp_k": self.mtp_k, "vocab_size": self.vocab_size,
             "seq_ids": _ids(_read(batch, "req_ids")), "draft_token_ids": draft_token_ids})
         if self.tracker is not None:
             self.tracker.drafted(out)
+            if next_token_ids is not None and current_config().depth is Depth.FULL:
+                kept = _kept_samples(batch, self.block_size)
+                if kept is not None:
+                    self.tracker.record_sampled(out.seq_ids, next_token_ids, kept)
         return out
 
     def _fields(self, batch: Any, seq_ids: Any, links: StepLinks,
@@ -200,17 +217,26 @@ class AtomView:
         if drafts is None and not decoding:
             drafts = np.zeros((0, self.mtp_k), dtype=np.int32)
         num_drafts = _num_drafts(is_decode, links, previous, self.mtp_k)
-        drafts = _rows_read(drafts, is_decode, links, num_drafts, self.mtp_k,
-                            tracked=self.tracker is not None)
+        tokens = _read(batch, "scheduled_tokens")
+        scheduled = _read(batch, "num_scheduled_tokens")
+        if decoding and self.tracker is not None and self.tracker.before_first_forward:
+            # No previous forward (ATOM's prev_batch is None: a P/D consumer's first
+            # decode): prepare_input_ids feeds scheduled_tokens as they are and reads no
+            # host draft row, so the drafts are the ones in the token stream.
+            fed = _fed_drafts(tokens, scheduled, is_decode, self.mtp_k)
+            drafts = fed if fed is not None else drafts
+        else:
+            drafts = _rows_read(drafts, is_decode, links, num_drafts, self.mtp_k,
+                                tracked=self.tracker is not None)
         return {
             "mtp_k": self.mtp_k, "vocab_size": self.vocab_size, "block_size": self.block_size,
             "num_decode": num_decode, "num_tokens": _read(batch, "total_tokens_num"),
             "seq_ids": seq_ids, "is_decode": is_decode,
-            "num_scheduled_tokens": _read(batch, "num_scheduled_tokens"),
+            "num_scheduled_tokens": scheduled,
             "context_lens": context,
             "block_tables": _block_tables(_read(batch, "block_tables"), context,
                                           self.block_size),
-            "token_ids": _read(batch, "scheduled_tokens"),
+            "token_ids": tokens,
             "draft_token_ids": drafts,
             "num_drafts": num_drafts,
             "state_slots": _state_slots(_read(batch, "per_req_cache_groups"), self.per_req_state),
@@ -344,7 +370,12 @@ def _rows_read(raw: Any, is_decode: np.ndarray, links: StepLinks, num_drafts: np
       row per decode seq (the rows read, zeros where the device feeds the seq).
       Otherwise the array reaches the contract as it is and SG101 names the seq whose
       row is missing;
+    * when every decode seq is fed from the device, no row is read: an array that is
+      not one full row per decode seq (a P/D seq's short handed-over drafts linger in
+      the compacted form) reaches the contract as zeros;
     * a dense array, or anything without a tracker, reaches the contract unchanged.
+
+    With no previous forward, :func:`_fed_drafts` replaces this reading.
     """
     rows = host_array(raw)
     if rows is None:
@@ -354,11 +385,16 @@ def _rows_read(raw: Any, is_decode: np.ndarray, links: StepLinks, num_drafts: np
     if not tracked:
         return rows
     decode = np.flatnonzero(is_decode)
-    if rows.ndim != 2 or rows.shape[1] != mtp_k \
-            or rows.shape[0] >= decode.shape[0] or links.prev_rows.shape[0] != is_decode.shape[0] \
-            or num_drafts.shape[0] != decode.shape[0]:
+    if links.prev_rows.shape[0] != is_decode.shape[0] or num_drafts.shape[0] != decode.shape[0]:
         return rows
     reader = links.prev_rows[decode] < 0           # new seqs, in decode order
+    if not reader.any() and rows.shape != (decode.shape[0], mtp_k):
+        # Every decode seq is fed from the device: no host row is read, whatever the
+        # array holds (before #1771, a P/D seq's short handed-over drafts linger there).
+        return np.zeros((decode.shape[0], mtp_k),
+                        dtype=rows.dtype if rows.dtype.kind in "iu" else np.int32)
+    if rows.ndim != 2 or rows.shape[1] != mtp_k or rows.shape[0] >= decode.shape[0]:
+        return rows
     with_row = num_drafts > 0                      # seqs that have a host row
     owner = np.cumsum(with_row) - 1                # the row each seq's drafts sit in
     at = decode[reader]                            # the row each reader reads
@@ -368,6 +404,50 @@ def _rows_read(raw: Any, is_decode: np.ndarray, links: StepLinks, num_drafts: np
     dense = np.zeros((decode.shape[0], mtp_k), dtype=rows.dtype)
     dense[reader] = rows[at]
     return dense
+
+
+def _fed_drafts(tokens: Any, scheduled: Any, is_decode: np.ndarray, mtp_k: int) -> Any:
+    """The drafts in the token stream, one row per decode seq: what ATOM's runner feeds
+    when it has no previous forward (``prepare_input_ids``, ``prev_batch is None``, every
+    version: ``scheduled_tokens`` as they are). None when the stream cannot be read that
+    way (the contract then reports what is wrong with the batch)."""
+    stream, counts = host_array(tokens), host_array(scheduled)
+    size = is_decode.shape[0]
+    if stream is None or counts is None or stream.ndim != 1 or counts.shape != (size,) \
+            or stream.dtype.kind not in "iu" or counts.dtype.kind not in "iu" or not size:
+        return None
+    decode = np.flatnonzero(is_decode)
+    ends = np.cumsum(counts, dtype=np.int64)
+    if int(ends[-1]) != stream.shape[0] or (counts[decode] != mtp_k + 1).any():
+        return None
+    first = ends[decode] - mtp_k  # the first draft of each span, after its anchor
+    return stream[first[:, None] + np.arange(mtp_k)]
+
+
+def _kept_samples(batch: Any, block_size: int) -> np.ndarray | None:
+    """Per seq, whether the token its prefill chunk sampled is kept as its next token:
+    the chunk ends the prompt. From #1771 the batch says so (``is_final_chunk``, ATOM's
+    ``cached + chunk >= num_prompt_tokens``); before, a chunk ends the seq's tokens, whose
+    count the table and ``last_block_num_tokens`` give (``(blocks - 1) * block_size +
+    last_block_num_tokens``). None (keep nothing) when neither can be read."""
+    ids = getattr(batch, "req_ids", None)
+    size = len(ids) if isinstance(ids, list | tuple) else -1
+    final = getattr(batch, "is_final_chunk", None)
+    if isinstance(final, list | tuple) and len(final) == size \
+            and all(isinstance(f, bool | np.bool_) for f in final):
+        return np.array(final, dtype=bool)
+    tables = getattr(batch, "block_tables", None)
+    last = getattr(batch, "last_block_num_tokens", None)
+    context = host_array(getattr(batch, "context_lens", None))
+    if not isinstance(tables, list | tuple) or not isinstance(last, list | tuple) \
+            or context is None or context.dtype.kind not in "iu" \
+            or not len(tables) == len(last) == context.shape[0] == size \
+            or not all(map(is_int, last)) or not all(isinstance(t, list | tuple) for t in tables):
+        return None
+    blocks = np.fromiter(map(len, tables), dtype=np.int64, count=size)
+    num_tokens = (blocks - 1) * block_size + np.asarray(last, dtype=np.int64)
+    kept: np.ndarray = (blocks > 0) & (context >= num_tokens)
+    return kept
 
 
 def _block_tables(tables: Any, context: Any, block_size: int) -> Any:
