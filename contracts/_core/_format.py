@@ -67,6 +67,18 @@ def rules_command(violations: Sequence[Violation]) -> str:
     return "specguard rules " + " ".join(dict.fromkeys(v.code for v in violations))
 
 
+def docs_url() -> str | None:
+    """The published docs site, from ``SPECGUARD_DOCS_URL`` (read at each report, which
+    is rare; a value that is not an http(s) URL is ignored here and refused by
+    ``specguard``'s settings check), ending in a slash."""
+    import os  # only on the way to a report
+
+    value = os.environ.get("SPECGUARD_DOCS_URL", "").strip()
+    if not value.startswith(("https://", "http://")) or any(c.isspace() for c in value):
+        return None
+    return value if value.endswith("/") else value + "/"
+
+
 def next_line(violations: Sequence[Violation], kept_at: str | None = None, *,
               rules_only: bool = False) -> str:
     """The last line of a report: how to read up on the rules, and how to get the object.
@@ -84,7 +96,15 @@ def next_line(violations: Sequence[Violation], kept_at: str | None = None, *,
         import shlex  # only on the way to raising
 
         keep = f"specguard check {shlex.quote(kept_at)}"
-    return f"  next: {rules} (docs: rules.md#{violations[0].code.lower()}); {keep}"
+    return f"  next: {rules}{_docs_link(violations[0].code)}; {keep}"
+
+
+def _docs_link(code: str) -> str:
+    """`` (docs: <SPECGUARD_DOCS_URL>rules/#sg101)`` where the docs site is published, else
+    nothing: a path inside the repository means nothing to who installed the wheel, and
+    ``specguard rules`` explains the rule wherever specguard runs."""
+    base = docs_url()
+    return f" (docs: {base}rules/#{code.lower()})" if base else ""
 
 
 def format_report(subject: str, violations: Sequence[Violation], *,

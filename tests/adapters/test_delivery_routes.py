@@ -139,8 +139,7 @@ def test_the_next_line_names_the_snapshot_written_or_says_how_to_keep_one(
     with pytest.raises(contracts.ContractViolation) as kept:
         _view_report()
     [path] = tmp_path.glob("VllmSchedule-*.json")
-    head = f"vLLM SchedulerOutput broke 1 rule:\n  {SG114}\n  next: specguard rules SG114 " \
-           "(docs: rules.md#sg114); "
+    head = f"vLLM SchedulerOutput broke 1 rule:\n  {SG114}\n  next: specguard rules SG114; "
     assert str(unkept.value) == head + ("set SPECGUARD_SNAPSHOT_DIR to keep the object for "
                                         "specguard check")
     assert str(kept.value) == head + f"specguard check {path}"

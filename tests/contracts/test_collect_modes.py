@@ -26,7 +26,7 @@ def test_collect_all_reports_every_value_violation():
     lines = str(caught.value).splitlines()
     assert lines[0] == "ScheduledBatch broke 3 rules:"
     assert [line.split()[0] for line in lines[1:-1]] == ["SG010", "SG112", "SG113"]
-    assert lines[-1].startswith("  next: specguard rules SG010 SG112 SG113 ")
+    assert lines[-1].startswith("  next: specguard rules SG010 SG112 SG113; ")
     assert contracts.STATS.violations == 3
 
 

@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SG102 = ("SG102 row width follows mtp_k [DrafterOutput.draft_token_ids, drafter → scheduler]: "
          "draft_token_ids is i64[1,2] but mtp_k=1 (expected mtp_k=1; actual 2) "
          "{mtp_k=1, num_seqs=1}")
-HINT = ("  next: specguard rules SG102 (docs: rules.md#sg102); set SPECGUARD_SNAPSHOT_DIR to "
+HINT = ("  next: specguard rules SG102; set SPECGUARD_SNAPSHOT_DIR to "
         "keep the object for specguard check")
 
 
@@ -125,8 +125,8 @@ def test_a_listener_that_keeps_the_object_is_named_on_the_next_line():
         _broken()
     assert str(plain.value) == f"DrafterOutput broke 1 rule:\n  {SG102}\n{HINT}"
     assert str(kept.value) == (
-        f"DrafterOutput broke 1 rule:\n  {SG102}\n  next: specguard rules SG102 "
-        "(docs: rules.md#sg102); specguard check snapshots/DrafterOutput-1.json")
+        f"DrafterOutput broke 1 rule:\n  {SG102}\n  next: specguard rules SG102; "
+        "specguard check snapshots/DrafterOutput-1.json")
 
 
 def test_a_context_names_seqs_by_the_engine_ids():
@@ -246,3 +246,17 @@ def test_every_listener_of_the_process_is_on_the_design_page():
              and str(getattr(listener, "__module__", "")).startswith("specguard.")]
     assert "specguard.adapters._snapshot_write.keep" in named
     assert [name for name in named if f"`{name}`" not in design] == []
+
+
+@pytest.mark.parametrize(("value", "link"), [
+    ("https://docs.example.org/specguard", " (docs: https://docs.example.org/specguard/rules/#sg102)"),
+    ("http://localhost:8000/", " (docs: http://localhost:8000/rules/#sg102)"),
+    ("", ""), ("rules.md", ""), ("https://a b/", ""),
+])
+def test_the_next_line_links_the_published_docs_when_their_url_is_set(monkeypatch, value, link):
+    monkeypatch.setenv("SPECGUARD_DOCS_URL", value)
+    with pytest.raises(contracts.ContractViolation) as raised:
+        _broken()
+    assert str(raised.value).endswith(
+        f"  next: specguard rules SG102{link}; set SPECGUARD_SNAPSHOT_DIR to keep the "
+        "object for specguard check")

@@ -103,7 +103,7 @@ def test_report_ends_with_a_pointer_to_what_to_do_next():
     code = caught.value.codes[0]
     assert lines[0] == "ScheduledBatch broke 1 rule:"
     assert lines[1] == f"  {caught.value.violations[0].format()}"
-    assert lines[2] == (f"  next: specguard rules {code} (docs: rules.md#{code.lower()}); "
+    assert lines[2] == (f"  next: specguard rules {code}; "
                         "set SPECGUARD_SNAPSHOT_DIR to keep the object for specguard check")
 
 
