@@ -58,7 +58,8 @@ def _main(argv: Sequence[str] | None) -> int:
 def _parser() -> argparse.ArgumentParser:
     from specguard._cli import bench, check, docs, faults, rules, run
 
-    parser = argparse.ArgumentParser(prog="specguard", description=__doc__.splitlines()[0])
+    summary = (__doc__ or "").partition("\n")[0]
+    parser = argparse.ArgumentParser(prog="specguard", description=summary)
     parser.add_argument("--version", action="version", version=f"specguard {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, module in (("run", run), ("rules", rules), ("faults", faults),

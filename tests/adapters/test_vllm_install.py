@@ -62,7 +62,8 @@ class _Runner:
 
     def __init__(self, *, mtp_k: int, async_scheduling: bool = False,
                  drafter: Any = None) -> None:
-        self.speculative_config = SimpleNamespace(num_speculative_tokens=mtp_k)
+        self.speculative_config: SimpleNamespace | None = SimpleNamespace(
+            num_speculative_tokens=mtp_k)
         self.model_config = SimpleNamespace(get_vocab_size=lambda: 1000)
         self.scheduler_config = SimpleNamespace(async_scheduling=async_scheduling)
         self.use_async_scheduling = async_scheduling
@@ -267,8 +268,8 @@ def test_plugin_patches_the_runner_module_when_vllm_imports_it(
         assert len(sys.meta_path) == len(finders) + 1
         module: ModuleType = __import__(module_name, fromlist=["GPUModelRunner"])
         runner = module.GPUModelRunner(mtp_k=2)
-        assert installation_of(runner) is not None
-        assert installation_of(runner).version == release
+        installation = installation_of(runner)
+        assert installation is not None and installation.version == release
     finally:
         sys.meta_path[:] = finders
         for name in [n for n in sys.modules if n == "vllm" or n.startswith("vllm.")]:
@@ -291,7 +292,7 @@ def test_plugin_leaves_a_model_runner_v2_stage_without_a_speculator_alone():
     from test_vllm_mrv2_install import GPUModelRunner as Mrv2Runner
 
     runner = Mrv2Runner(mtp_k=2)
-    runner.speculative_config = object()
+    runner.speculative_config = object()  # pyright: ignore[reportAttributeAccessIssue] - vLLM's
     runner.speculator = None
     with contracts.checking(mode="strict"):
         vllm_plugin._install(runner)

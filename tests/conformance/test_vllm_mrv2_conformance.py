@@ -31,8 +31,15 @@ def _corpus(scenario: str) -> Corpus:
     return read_corpus(CORPUS / "0.33.0" / f"{scenario}.json")
 
 
+def _setting(corpus: Corpus, name: str) -> int:
+    """An integer of the recorded engine config."""
+    value = corpus.config[name]
+    assert isinstance(value, int), (name, value)
+    return value
+
+
 def _view(corpus: Corpus) -> VllmView:
-    return VllmView(mtp_k=corpus.config["mtp_k"], vocab_size=corpus.config["vocab_size"],
+    return VllmView(mtp_k=_setting(corpus, "mtp_k"), vocab_size=_setting(corpus, "vocab_size"),
                     version=corpus.engine_version)
 
 
@@ -52,7 +59,7 @@ def _replay(corpus: Corpus, change: Any = None) -> list[contracts.Violation]:
                     view.schedule(scheduler_output(fields), req_ids=fields["req_ids"])
                 elif event.event == "input_batch":
                     batch = view.mrv2_input_batch(
-                        SimpleNamespace(**fields), max_num_reqs=corpus.config["max_num_reqs"])
+                        SimpleNamespace(**fields), max_num_reqs=_setting(corpus, "max_num_reqs"))
                 elif event.event == "sampled" and batch is not None:
                     view.mrv2_sampled(batch, SimpleNamespace(**fields))
                 elif event.event == "drafted" and batch is not None:
@@ -343,8 +350,9 @@ def test_mrv2_checks_off_validate_nothing_and_copy_nothing(monkeypatch):
     corpus = _corpus("over-scheduled-drafts")
     view = _view(corpus)
     with contracts.checking(mode="off", depth="full"):
-        for batch in _events(corpus, "input_batch"):
-            checked = view.mrv2_input_batch(SimpleNamespace(**batch))
+        batches = [view.mrv2_input_batch(SimpleNamespace(**batch))
+                   for batch in _events(corpus, "input_batch")]
+        checked = batches[-1]
         for sampled in _events(corpus, "sampled")[-1:]:
             view.mrv2_sampled(checked, SimpleNamespace(**sampled))
 
@@ -388,7 +396,7 @@ def test_mrv2_hostile_sampler_outputs_are_accepted_or_violations(field, value):
     view = _view(corpus)
     with contracts.checking(mode="strict", depth="full", collect="all"):
         batch = view.mrv2_input_batch(SimpleNamespace(**_first("mixed-batch", "input_batch")),
-                                      max_num_reqs=corpus.config["max_num_reqs"])
+                                      max_num_reqs=_setting(corpus, "max_num_reqs"))
         with contextlib.suppress(contracts.ContractViolation):
             view.mrv2_sampled(batch, SimpleNamespace(**(_first("mixed-batch", "sampled")
                                                          | {field: value})))
@@ -401,6 +409,6 @@ def test_mrv2_hostile_drafts_are_accepted_or_violations(value, width):
     view = _view(corpus)
     with contracts.checking(mode="strict", depth="full", collect="all"):
         batch = view.mrv2_input_batch(SimpleNamespace(**_first("mixed-batch", "input_batch")),
-                                      max_num_reqs=corpus.config["max_num_reqs"])
+                                      max_num_reqs=_setting(corpus, "max_num_reqs"))
         with contextlib.suppress(contracts.ContractViolation):
             view.mrv2_drafted(batch, value, num_speculative_tokens=width)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import email
+import email.message
 import zipfile
 from pathlib import Path
 
@@ -70,6 +70,7 @@ def test_long_description_is_the_user_facing_one(wheel):
     metadata = _metadata(wheel)
     assert metadata["Description-Content-Type"] == "text/markdown"
     body = metadata.get_payload()
+    assert isinstance(body, str)  # one part: the description
     assert body.strip() == (ROOT / "DESCRIPTION.md").read_text(encoding="utf-8").strip()
     assert "pip install specguard" in body
     assert "tools/check" not in body and ".venv" not in body
