@@ -14,14 +14,9 @@ import sys
 from collections.abc import Sequence
 
 from specguard import __version__
+from specguard._cli._common import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, EXIT_USAGE
 
 __all__ = ["EXIT_BROKEN_PIPE", "EXIT_INTERRUPTED", "EXIT_USAGE", "main"]
-
-EXIT_USAGE = 2
-#: 128 + SIGINT, as a shell reports a command stopped by Ctrl-C.
-EXIT_INTERRUPTED = 130
-#: 128 + SIGPIPE, as a shell reports a command whose reader went away.
-EXIT_BROKEN_PIPE = 141
 
 # What the reference engine needs beyond the core (`pip install 'specguard[engine]'`).
 _ENGINE_EXTRA = ("torch", "tqdm")
