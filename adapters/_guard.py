@@ -206,7 +206,7 @@ def _wrap_one(fn: Callable[..., Any], name: str, index: int | None, check: Check
     if _is_boundary_class(spec):
         exact, clean = spec, spec.__sg_plan__.compiled_fast_check()
     else:
-        exact, clean = _NEVER, None
+        exact, clean = _NEVER, _NEVER.clean
 
     @functools.wraps(fn)
     def guarded(*args: Any, **kwargs: Any) -> Any:
@@ -231,6 +231,11 @@ def _wrap_one(fn: Callable[..., Any], name: str, index: int | None, check: Check
 
 class _NEVER:
     """The type no argument has: specs other than boundary classes take ``check``."""
+
+    @staticmethod
+    def clean(value: Any) -> bool:
+        """Never called: no argument is a ``_NEVER``."""
+        return False
 
 
 def _wrap_async(

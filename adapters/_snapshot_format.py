@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeGuard
 
 import numpy as np
 import pydantic
@@ -221,7 +221,7 @@ def _host_numpy(value: Any) -> np.ndarray | None:
     return None
 
 
-def _int_list(value: Any) -> bool:
+def _int_list(value: Any) -> TypeGuard[list[Any] | tuple[Any, ...]]:
     if not isinstance(value, list | tuple):
         return False
     if all(is_int(v) for v in value):

@@ -41,8 +41,10 @@ class _Guarded:
         object.__setattr__(self, "_sg_methods", dict(methods))
         object.__setattr__(self, "_sg_cache", {})
 
+    # isinstance(proxy, Engine) keeps holding. Read-only on purpose (a proxy is never
+    # re-classed), so it differs from object's settable __class__.
     @property  # type: ignore[misc]
-    def __class__(self) -> type:  # isinstance(proxy, Engine) keeps holding
+    def __class__(self) -> type:  # pyright: ignore[reportIncompatibleMethodOverride]
         return type(self._sg_target)
 
     def __getattr__(self, name: str) -> Any:

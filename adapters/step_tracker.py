@@ -377,9 +377,10 @@ def _transition(previous: StepState, plan: StepPlan, links: StepLinks,
     if progress:
         expected = np.where(remembered, ends, UNKNOWN).astype(np.int64)
         if previous.seq_ids.shape[0]:
-            advance = previous.advance[at]
+            # The state is the tracker's own, on the host: numpy arrays, never tensors.
+            advance = np.asarray(previous.advance)[at]
             known = seen & ~remembered & (advance >= 0)
-            expected[known] = previous.starts[at][known] + advance[known]
+            expected[known] = np.asarray(previous.starts)[at][known] + advance[known]
         restart = ~plan.is_decode & (plan.starts >= 0) & (plan.starts < expected)
         expected[restart] = UNKNOWN
     decode = np.flatnonzero(plan.is_decode)

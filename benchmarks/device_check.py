@@ -23,9 +23,12 @@ import contextlib
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from specguard import contracts
+
+if TYPE_CHECKING:
+    from specguard.runner.main_job import Ending
 
 __all__ = ["main", "moved_to", "objects_on"]
 
@@ -112,13 +115,15 @@ def _device_cost(torch: Any, obj: contracts.BoundaryObject, repeats: int = 200) 
     return f"{start.elapsed_time(end) * 1000 / repeats:.1f} µs per full validation"
 
 
-def _engine(device: str, extra: Sequence[str], expected: int) -> str:
-    from specguard.cli import main as specguard
+def _engine(device: str, expected: Ending, **settings: Any) -> str:
+    """The main job (``specguard run``) on the device: it must end as ``expected``."""
+    from specguard.runner.main_job import JobSettings, run_main_job
 
-    code = specguard(["run", "--device", device, "--requests", "16", *extra])
-    if code != expected:
-        raise AssertionError(f"specguard run exited {code}, expected {expected}")
-    return f"exit {code}"
+    outcome = run_main_job(JobSettings(device=device, requests=16, **settings))
+    if outcome.ending is not expected:
+        raise AssertionError(f"the run ended {outcome.ending.value}, expected {expected.value}"
+                             f"{f': {outcome.problem}' if outcome.problem else ''}")
+    return outcome.ending.value
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -132,7 +137,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"device_check: {args.device!r} is not an available CUDA device", file=sys.stderr)
         return 2
     from specguard.runner.faults import FAULTS
-    from specguard.runner.main_job import EXIT_OK, EXIT_VIOLATION
+    from specguard.runner.main_job import Ending
 
     checks: list[tuple[str, Callable[[], str]]] = []
     for name, obj in objects_on(args.device).items():
@@ -142,11 +147,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         checks.append((f"{name} on {args.device}", partial(_device_cost, torch, obj)))
     checks.append(("a -1 at the MTP head's embedding, read one step late",
                    partial(_deferred_sentinel, torch, args.device)))
-    checks.append(("engine --verify", partial(_engine, args.device, ["--verify"], EXIT_OK)))
+    checks.append(("engine --verify",
+                   partial(_engine, args.device, Ending.FINISHED, verify=True)))
+    # A fault across ranks needs --dp 2, one GPU per rank: tests/runner runs those on CPU.
     checks.extend(
         (f"engine --fault {fault} (strict)",
-         partial(_engine, args.device, ["--fault", fault], EXIT_VIOLATION))
-        for fault in FAULTS
+         partial(_engine, args.device, Ending.VIOLATION, fault=fault))
+        for fault, about in FAULTS.items() if not about.across_ranks
     )
     results = [_check(label, action) for label, action in checks]
     return 0 if all(results) else 1

@@ -15,7 +15,7 @@ tallies the time spent inside contract checks, which gives the overhead directly
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import importlib
 import random
 import statistics
@@ -37,32 +37,21 @@ _MODES = {
 }
 
 
-def _defaults(overrides: dict[str, int] | None) -> argparse.Namespace:
-    """``specguard run``'s default options, read from its own parser."""
-    from specguard.runner import main_job
+def _defaults(overrides: dict[str, int] | None) -> Any:
+    """``specguard run``'s default job (on the CPU), with ``overrides``."""
+    from specguard.runner.main_job import JobSettings
 
-    parser = argparse.ArgumentParser()
-    main_job.add_arguments(parser)
-    options = parser.parse_args([])
-    for name, value in (overrides or {}).items():
-        setattr(options, name, value)
-    return options
+    changes: dict[str, Any] = dict(overrides or {})
+    return dataclasses.replace(JobSettings(device="cpu"), **changes)
 
 
-def _engine(options: argparse.Namespace) -> Any:
-    from specguard.runner.config import EngineConfig, ModelConfig
+def _engine(options: Any) -> Any:
     from specguard.runner.engine import Engine
-    from specguard.runner.workload import synthetic_requests
+    from specguard.runner.main_job import engine_config, workload
 
-    config = EngineConfig(
-        mtp_k=options.mtp_k, block_size=options.block_size, num_blocks=options.num_blocks,
-        max_num_seqs=options.max_num_seqs, max_num_batched_tokens=options.max_batched_tokens,
-        device="cpu", model=ModelConfig(seed=options.seed))
+    config = engine_config(options)
     engine = Engine(config)
-    for request in synthetic_requests(
-            options.requests, vocab_size=config.model.vocab_size, seed=options.seed,
-            min_prompt=options.min_prompt, max_prompt=options.max_prompt,
-            max_tokens=options.max_tokens):
+    for request in workload(options, config):
         engine.scheduler.add(request)
     return engine
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar, cast
+from typing import Any, ParamSpec, TypeVar, cast
 
 from specguard import contracts
 from specguard.adapters import guard, snapshots
@@ -21,6 +21,7 @@ __all__ = ["CLOCK", "ContractClock", "guarded"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 T = TypeVar("T")
+P = ParamSpec("P")
 B = TypeVar("B", bound=contracts.BoundaryObject)
 _NO_RETURN_SPEC = object()
 
@@ -42,10 +43,9 @@ class ContractClock:
 
         A violation is written to a snapshot first when ``SPECGUARD_SNAPSHOT_DIR`` is set.
         """
-        obj: B = self.checking(snapshots.built, cls, **fields)
-        return obj
+        return self.checking(snapshots.built, cls, **fields)
 
-    def checking(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+    def checking(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
         """Call ``fn``, work done only for the checks, counting its time (unless off)."""
         if contracts.current_config().mode is contracts.Mode.OFF:
             return fn(*args, **kwargs)

@@ -105,7 +105,7 @@ class Engine:
             self.scheduler.check_fits(request)
 
     def generate(self, requests: Sequence[Request],
-                 on_tokens: Callable[[int], None] | None = None) -> RunResult:
+                 on_tokens: Callable[[int], object] | None = None) -> RunResult:
         """Run every request to completion; ``on_tokens`` hears of each delivered batch."""
         self.stats = RunStats(requests=len(requests),
                               prompt_tokens=sum(r.prompt_len for r in requests))

@@ -26,7 +26,7 @@ WAVE = 16
 
 def greedy_reference(
     model: TinyLM, requests: Sequence[Request],
-    on_tokens: Callable[[int], None] | None = None,
+    on_tokens: Callable[[int], object] | None = None,
 ) -> dict[int, np.ndarray]:
     """The greedy continuation of every request, keyed by request id."""
     outputs: dict[int, np.ndarray] = {}
@@ -36,7 +36,7 @@ def greedy_reference(
 
 
 def _wave(
-    model: TinyLM, requests: Sequence[Request], on_tokens: Callable[[int], None] | None,
+    model: TinyLM, requests: Sequence[Request], on_tokens: Callable[[int], object] | None,
 ) -> dict[int, np.ndarray]:
     capacity = [r.prompt_len + r.max_tokens for r in requests]
     bases = np.concatenate(([0], np.cumsum(capacity)[:-1])).astype(np.int64)
@@ -58,7 +58,7 @@ def _wave(
             for r, g in zip(requests, generated, strict=True)}
 
 
-def _report(on_tokens: Callable[[int], None] | None, count: int) -> None:
+def _report(on_tokens: Callable[[int], object] | None, count: int) -> None:
     if on_tokens is not None:
         on_tokens(count)
 

@@ -12,12 +12,15 @@ One import namespace, four layers, knowledge flowing one way::
 
 ``specguard.cli`` sits on top and knows all four. In the repository the layers live in
 top-level folders (``contracts/``, ``adapters/``, ``runner/``, ``benchmarks/``); the
-build maps each onto its place under ``specguard`` (``package-dir`` in pyproject.toml).
+build maps each onto its place under ``specguard`` (``package-dir`` in pyproject.toml),
+and a link in this folder leads to each, so the checkout reads as the installed package.
 """
 
 from __future__ import annotations
 
 __all__ = ["__version__"]
+
+__version__: str  # declared only: bound by __getattr__ on first use
 
 
 def __getattr__(name: str) -> str:

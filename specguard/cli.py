@@ -14,14 +14,9 @@ import sys
 from collections.abc import Sequence
 
 from specguard import __version__
+from specguard._cli._common import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, EXIT_USAGE
 
 __all__ = ["EXIT_BROKEN_PIPE", "EXIT_INTERRUPTED", "EXIT_USAGE", "main"]
-
-EXIT_USAGE = 2
-#: 128 + SIGINT, as a shell reports a command stopped by Ctrl-C.
-EXIT_INTERRUPTED = 130
-#: 128 + SIGPIPE, as a shell reports a command whose reader went away.
-EXIT_BROKEN_PIPE = 141
 
 # What the reference engine needs beyond the core (`pip install 'specguard[engine]'`).
 _ENGINE_EXTRA = ("torch", "tqdm")
@@ -58,7 +53,8 @@ def _main(argv: Sequence[str] | None) -> int:
 def _parser() -> argparse.ArgumentParser:
     from specguard._cli import bench, check, docs, faults, rules, run
 
-    parser = argparse.ArgumentParser(prog="specguard", description=__doc__.splitlines()[0])
+    summary = (__doc__ or "").partition("\n")[0]
+    parser = argparse.ArgumentParser(prog="specguard", description=summary)
     parser.add_argument("--version", action="version", version=f"specguard {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, module in (("run", run), ("rules", rules), ("faults", faults),

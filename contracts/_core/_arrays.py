@@ -70,7 +70,8 @@ def array_kind(value: object) -> str | None:
     if torch is not None and isinstance(value, torch.Tensor):
         # Sparse (and other non-strided) layouts store only some entries: reductions
         # skip the rest, and most value operations do not exist for them at all.
-        return "torch" if value.layout is torch.strided else None
+        tensor: Any = value  # torch is looked up at run time, so its Tensor type is unknown here
+        return "torch" if tensor.layout is torch.strided else None
     return None
 
 

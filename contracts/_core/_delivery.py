@@ -195,7 +195,10 @@ class Delivery(Sequence[Violation]):
 Listener = Callable[[Delivery], object]
 
 # Warn mode's log is the first listener: it logs before any other hears of the delivery.
-_listeners: list[Listener] = [log_warnings]
+_listeners: list[Listener] = []
+# pyright reads _warn's TYPE_CHECKING import of Delivery through the namespace link as
+# a second class of the same name.
+_listeners.append(log_warnings)  # pyright: ignore[reportArgumentType]
 
 
 def listen(listener: Listener) -> Callable[[], None]:

@@ -100,7 +100,7 @@ def _field(name: str, hint: Any, minimum: int | None, owner: str, dims: set[str]
     inner, optional = _split_optional(hint)
     if hasattr(inner, "dim_str") and hasattr(inner, "dtypes"):
         axes = parse_axes(inner.dim_str, f"{owner}.{name}")
-        dtypes = frozenset(_DTYPE_ALIASES.get(d, d) for d in inner.dtypes)
+        dtypes = frozenset(_DTYPE_ALIASES.get(d, d) for d in map(str, inner.dtypes))
         return ArrayField(name, dtypes, axes, optional, hint)
     if inner in (int, bool):
         dim = DIMENSIONS.get(name)

@@ -5,11 +5,16 @@ class, a straight-line function that answers only "all good?" with no allocation
 dictionary work: it is what runs on every hand-over. When it says no, the interpreted
 :func:`metadata_findings` walks the same specs again and explains every failure.
 Hypothesis tests hold the two to the same verdict.
+
+The generated source is registered with :mod:`linecache` under a name of its own, as
+attrs does for the methods it writes: ``inspect.getsource`` shows it, a traceback through
+it shows the line, and pdb can list and step through it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import linecache
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -34,6 +39,8 @@ _DTYPE_SETS: list[tuple[set[Any], frozenset[str]]] = []
 # The globals of every generated check: torch's names are filled in once it shows up.
 _NAMESPACES: list[dict[str, Any]] = []
 _torch_registered = False
+#: How many checks were generated per class name (a redefined class gets a new source).
+_GENERATED: dict[str, int] = {}
 
 
 def _dtype_set(names: frozenset[str]) -> set[Any]:
@@ -280,10 +287,24 @@ def compile_fast_check(fields: Sequence[FieldSpec], owner: str) -> Callable[[Any
         lines = lines + numpy_only.lines
     else:
         lines = [*lines, "fast_check = general_check"]
-    code = compile("\n".join(lines), f"<specguard fast check of {owner}>", "exec")
+    code = compile("\n".join(lines), _register_source(owner, lines), "exec")
     exec(code, namespace)
     check: Callable[[Any], bool] = namespace["fast_check"]
     return check
+
+
+def _register_source(owner: str, lines: Sequence[str]) -> str:
+    """Put generated ``lines`` in linecache under a unique name; return the name.
+
+    The entry has no modification time, so ``linecache.checkcache`` (which tracebacks
+    call) keeps it: there is no file for it to go stale against.
+    """
+    count = _GENERATED[owner] = _GENERATED.get(owner, 0) + 1
+    suffix = "" if count == 1 else f" #{count}"
+    filename = f"<specguard generated metadata check {owner}{suffix}>"
+    text = [line + "\n" for line in lines]
+    linecache.cache[filename] = (sum(map(len, text)), None, text, filename)
+    return filename
 
 
 class _Walk:

@@ -55,8 +55,11 @@ def schema_model(cls: type) -> type[pydantic.BaseModel]:
         from specguard.contracts._core._docs import field_docs
 
         docs = field_docs(cls)
-        fields = {s.name: _model_field(s, docs.get(s.name)) for s in cls.__sg_plan__.fields}  # type: ignore[attr-defined]
-        model = pydantic.create_model(  # type: ignore[call-overload]
+        # create_model takes the fields as keywords beside its own (__doc__, __config__):
+        # typed as Any, they match none of its named parameters.
+        fields: dict[str, Any] = {
+            s.name: _model_field(s, docs.get(s.name)) for s in cls.__sg_plan__.fields}  # type: ignore[attr-defined]
+        model = pydantic.create_model(
             cls.__name__,
             __doc__=cls.__doc__,
             __config__=pydantic.ConfigDict(extra="forbid", strict=True),

@@ -70,11 +70,13 @@ class Violation(Finding):
     @property
     def where(self) -> str:
         """``seq 127 at batch position 127``, ``token 40`` or ``""``."""
-        return _format.where(self)
+        # pyright reads the TYPE_CHECKING import of this class, in _format, through the
+        # namespace link as a second class of the same name.
+        return _format.where(self)  # pyright: ignore[reportArgumentType]
 
     def format(self) -> str:
         """The one-line form used in exception messages and logs."""
-        return _format.line(self)
+        return _format.line(self)  # pyright: ignore[reportArgumentType]  (as above)
 
     def to_dict(self) -> dict[str, object]:
         """A JSON-ready form, for snapshots and machine-readable reports (keys in

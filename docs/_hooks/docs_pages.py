@@ -29,12 +29,12 @@ import numpy as np
 import torch
 
 from specguard import contracts as sg
+from specguard._cli.run import EXIT_CODES
 
 # The complete example catalogue: the contracts' rules and the engine adapters'.
 from specguard.adapters import examples
 from specguard.cli import main as specguard
 from specguard.runner.faults import FAULTS
-from specguard.runner.main_job import EXIT_CODES
 
 __all__ = [
     "MARKERS",
@@ -483,7 +483,7 @@ def fault_table(page: str) -> str:
 
 
 def exit_codes_table(page: str) -> str:
-    """The exit statuses of ``specguard run``, from ``specguard.runner.main_job.EXIT_CODES``."""
+    """The exit statuses of ``specguard run``, from ``specguard._cli.run.EXIT_CODES``."""
     return _table(("Status", "Meaning"),
                   [(f"`{code}`", text) for code, text in EXIT_CODES.items()]) + "\n"
 

@@ -16,16 +16,12 @@ from mkdocs.structure.files import File, Files
 from mkdocs.structure.pages import Page
 
 # The site documents the checkout it is built from, whatever else is installed: the
-# checkout's `specguard` namespace, laid out as it installs (tools/namespace_tree.py), goes
-# first on sys.path, and mkdocstrings reads the same tree (`paths` in mkdocs.yml).
-_TOOLS = str(Path(__file__).resolve().parents[2] / "tools")
-if _TOOLS not in sys.path:
-    sys.path.insert(0, _TOOLS)
-import namespace_tree  # noqa: E402
-
-_TREE = str(namespace_tree.build())
-if _TREE not in sys.path:
-    sys.path.insert(0, _TREE)
+# checkout's root goes first on sys.path, so `specguard` is its `specguard/` folder, whose
+# links (tools/layer_links.py) hold the layers; mkdocstrings reads the same folder
+# (`paths` in mkdocs.yml).
+_ROOT = str(Path(__file__).resolve().parents[2])
+if _ROOT not in sys.path:
+    sys.path.insert(0, _ROOT)
 
 import docs_pages  # noqa: E402  (a sibling: mkdocs puts this folder on sys.path for hooks)
 

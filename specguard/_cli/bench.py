@@ -8,7 +8,7 @@ import json
 import sys
 import time
 
-from specguard.runner.main_job import at_least
+from specguard._cli._common import at_least
 
 __all__ = ["HELP", "add_arguments", "run"]
 

@@ -11,6 +11,7 @@ for seqs with a group.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -79,7 +80,7 @@ def sequence(seq_id: int, num_tokens: int, *, drafts: int = 0, mtp_k: int = 3,
 
 
 def _common(seqs: list[AtomSequence], scheduled: list[int], context: list[int],
-            tokens: list[int], mtp_k: int) -> dict[str, object]:
+            tokens: list[int], mtp_k: int) -> dict[str, Any]:
     n = len(seqs)
     return {
         "req_ids": [s.id for s in seqs],
@@ -120,7 +121,7 @@ def decode_batch(seqs: list[AtomSequence], *, mtp_k: int = 3, dense: bool = Fals
         **common, total_tokens_num_prefill=0, total_tokens_num_decode=q * len(seqs),
         total_seqs_num_prefill=0, total_seqs_num_decode=len(seqs),
         num_spec_step=mtp_k if num_spec_step is None else num_spec_step,
-        scheduled_spec_decode_tokens=rows)  # type: ignore[arg-type]
+        scheduled_spec_decode_tokens=rows)
 
 
 def prefill_batch(seqs: list[AtomSequence], chunks: list[int]) -> AtomScheduledBatch:
@@ -132,7 +133,7 @@ def prefill_batch(seqs: list[AtomSequence], chunks: list[int]) -> AtomScheduledB
     common = _common(seqs, chunks, context, tokens, 0)
     return AtomScheduledBatch(
         **common, total_tokens_num_prefill=sum(chunks), total_tokens_num_decode=0,
-        total_seqs_num_prefill=len(seqs), total_seqs_num_decode=0, num_spec_step=0)  # type: ignore[arg-type]
+        total_seqs_num_prefill=len(seqs), total_seqs_num_decode=0, num_spec_step=0)
 
 
 def after_prefill(s: AtomSequence, mtp_k: int = 3) -> None:

@@ -37,6 +37,7 @@ def test_dense_rows_pass_and_share_memory_with_the_engine():
     atom = decode_batch(_seed_seqs(), dense=True)
     with contracts.checking(depth="full"):
         batch = _view()(atom)
+    assert batch is not None
     assert batch.draft_token_ids.shape == (128, K)
     assert np.shares_memory(batch.draft_token_ids, atom.scheduled_spec_decode_tokens)
     assert np.shares_memory(batch.token_ids, atom.scheduled_tokens)
@@ -46,10 +47,10 @@ def test_dense_rows_pass_and_share_memory_with_the_engine():
 
 def test_compacted_rows_are_the_seed_index_error():
     """Pre-fix ATOM indexed the compacted (127, 3) rows by batch position 127: IndexError."""
-    atom = decode_batch(_seed_seqs())
-    assert atom.scheduled_spec_decode_tokens.shape == (127, K)
+    rows = decode_batch(_seed_seqs()).scheduled_spec_decode_tokens
+    assert rows is not None and rows.shape == (127, K)
     with pytest.raises(IndexError, match="index 127 is out of bounds for axis 0 with size 127"):
-        atom.scheduled_spec_decode_tokens[np.array([127])]
+        rows[np.array([127])]
 
 
 def test_compacted_rows_raise_sg101_naming_seq_127_at_position_127():
@@ -104,6 +105,7 @@ def test_full_cache_groups_become_state_slots():
     seqs = [sequence(i, 40, drafts=K, cache_group=10 + i) for i in range(4)]
     with contracts.checking(depth="full"):
         batch = _view()(decode_batch(seqs, dense=True))
+    assert batch is not None and batch.state_slots is not None
     assert batch.state_slots.tolist() == [10, 11, 12, 13]
 
 
@@ -124,7 +126,9 @@ def test_short_block_table_is_sg110_at_full_depth():
 def test_block_tables_reach_the_contract_without_a_copy():
     """The view's table is a read-only broadcast of one id per seq, not a copy of the lists."""
     seqs = [sequence(i, 400, drafts=K) for i in range(3)]
-    tables = _view()(decode_batch(seqs, dense=True)).block_tables
+    batch = _view()(decode_batch(seqs, dense=True))
+    assert batch is not None and isinstance(batch.block_tables, np.ndarray)
+    tables = batch.block_tables
     assert tables.strides[1] == 0 and not tables.flags.writeable
     assert tables[:, 0].tolist() == [s.block_table[0] for s in seqs]
 
@@ -160,6 +164,7 @@ def test_prefill_batch_passes_without_draft_rows():
     seqs = [sequence(i, 50) for i in range(3)]
     with contracts.checking(depth="full"):
         batch = _view()(prefill_batch(seqs, [20, 50, 8]))
+    assert batch is not None
     assert batch.num_decode == 0 and batch.draft_token_ids.shape == (0, K)
     assert batch.context_lens.tolist() == [20, 50, 8]
 
@@ -177,7 +182,7 @@ def _steps(bad_placeholders: bool = False) -> list[int]:
         view(prefill_batch(seqs, list(PROMPTS)))
         for s in seqs:
             after_prefill(s)
-        delivered = [0, 0]
+        delivered, batch = [0, 0], None
         for accepted in ACCEPTED:
             atom = decode_batch(seqs, dense=True)
             batch = view(atom)
@@ -189,6 +194,7 @@ def _steps(bad_placeholders: bool = False) -> list[int]:
             for s, rejected in zip(seqs, delivered, strict=True):
                 after_decode(s, 0 if bad_placeholders else rejected)
             delivered = [K - x for x in accepted]
+    assert batch is not None
     return batch.context_lens.tolist()
 
 
@@ -258,6 +264,7 @@ def test_mixed_phase_batch_is_sg611():
     """A batch claiming prefill and decode seqs at once breaks ATOM's one-phase rule."""
     atom = decode_batch([sequence(i, 40, drafts=K) for i in range(4)], dense=True)
     atom.total_seqs_num_prefill, atom.total_seqs_num_decode = 1, 3
+    assert atom.scheduled_spec_decode_tokens is not None
     atom.scheduled_spec_decode_tokens = atom.scheduled_spec_decode_tokens[:3]
     with contracts.checking(depth="full"), pytest.raises(
             contracts.ContractViolation, match=re.escape(
@@ -301,7 +308,7 @@ def test_without_a_tracker_the_batch_rejected_count_comes_off_the_context(reject
     if not rejected:
         with contracts.checking(depth="full"):
             batch = _view()(atom)
-        assert batch.context_lens is atom.context_lens
+        assert batch is not None and batch.context_lens is atom.context_lens
         return
     with contracts.checking(depth="full"), pytest.raises(
             contracts.ContractViolation, match=re.escape(
@@ -331,7 +338,8 @@ def test_a_block_table_that_is_not_a_list_of_ids_is_named_by_default(table, clea
     atom = decode_batch(seqs, dense=True)
     atom.block_tables[1] = table(atom.block_tables[1])
     if clean:
-        assert _view()(atom).seq_ids.tolist() == [0, 1, 2]
+        batch = _view()(atom)
+        assert batch is not None and batch.seq_ids.tolist() == [0, 1, 2]
         return
     with pytest.raises(contracts.ContractViolation, match=re.escape(_TABLES_NOT_READ)):
         _view()(atom)

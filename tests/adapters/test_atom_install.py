@@ -75,7 +75,9 @@ def _steps(version: str, scenario: str) -> tuple[list[Any], ModelRunner]:
             steps.append({})
         elif event.event in ("verified", "drafted"):
             steps[-1][event.event] = event.values()
-    return batches, ModelRunner(steps, int(corpus.config["mtp_k"]))
+    mtp_k = corpus.config["mtp_k"]
+    assert isinstance(mtp_k, int)
+    return batches, ModelRunner(steps, mtp_k)
 
 
 def test_install_checks_every_batch_verify_and_draft_of_a_clean_run():
@@ -88,6 +90,7 @@ def test_install_checks_every_batch_verify_and_draft_of_a_clean_run():
     assert runner.forwarded == [list(b.req_ids) for b in batches]
     assert view.tracker.close() is not None
     last = view.tracker.close()
+    assert last is not None
     assert last.drafted.all()  # the drafter's rows reached the tracker
     assert (last.advance >= 1).all()  # and the sampler's accepted counts
 
@@ -140,7 +143,8 @@ def test_uninstall_restores_the_runner_and_the_context_manager_scopes_it():
 def test_install_refuses_a_runner_whose_signatures_it_does_not_know():
     """A postprocess with other parameters, or a missing method, is refused by name."""
     _, runner = _steps("042e8f1c0", "steady-decode-k1")
-    runner.postprocess = lambda batch, logits: None
+    # An ATOM this adapter does not know: a postprocess of other parameters.
+    runner.postprocess = lambda batch, logits: None  # pyright: ignore[reportAttributeAccessIssue]
     del runner.tokenID_processor
     with pytest.raises(UnsupportedEngine, match=re.escape(
             "specguard.adapters.engines.atom.install cannot install on ModelRunner: "
@@ -175,14 +179,15 @@ def test_newest_atom_propose_with_align_only_is_known_and_passed_through():
                 align_only=False):
         return "proposed"
 
-    runner.propose_draft_token_ids = propose
+    # The stand-in runner becomes ffdf3bb5d's: its propose takes align_only.
+    runner.propose_draft_token_ids = propose  # pyright: ignore[reportAttributeAccessIssue]
     view = install_atom(runner)
     calls: list[Any] = []
     view.drafted = lambda batch, drafts, sampled: calls.append(  # type: ignore[method-assign]
         (drafts, sampled))
     runner.tokenID_processor.draft_token_ids = np.zeros((1, 1), dtype=np.int32)
-    assert runner.propose_draft_token_ids(None, None, None, None, None, align_only=True) \
-        == "proposed"
+    wrapped: Any = runner.propose_draft_token_ids  # ffdf3bb5d's signature, as installed over
+    assert wrapped(None, None, None, None, None, align_only=True) == "proposed"
     assert calls == []
     runner.propose_draft_token_ids(None, None, None, "sampled", None)
     assert len(calls) == 1 and calls[0][1] == "sampled"
@@ -196,7 +201,9 @@ def test_a_dp_dummy_forward_is_not_checked_and_makes_the_next_seqs_new():
         view = install_atom(runner)
         runner.forward(batches[0])
         runner.forward(dummy)
-        assert view.tracker is not None and view.tracker.close().seq_ids.tolist() == []
+        assert view.tracker is not None
+        state = view.tracker.close()
+        assert state is not None and state.seq_ids.tolist() == []
 
 
 @pytest.mark.parametrize("mtp_k", [True, False, 0, -1, 2.0, None])
@@ -204,7 +211,7 @@ def test_install_refuses_a_draft_count_that_is_no_count(mtp_k):
     """Booleans are not counts: mtp_k=True is not read as 1."""
     _, runner = _steps("042e8f1c0", "steady-decode-k2")
     runner.drafter.mtp_k = mtp_k
-    runner.num_spec_tokens = None
+    setattr(runner, "num_spec_tokens", None)  # noqa: B010  (not an attribute of the stand-in)
     expected = ("ModelRunner.drafter.mtp_k is {!r}: specguard needs an integer >= 1 there"
                 if mtp_k is not None else
                 "cannot read mtp_k from ModelRunner (no drafter.mtp_k or num_spec_tokens)")
@@ -222,7 +229,7 @@ def test_install_leaves_the_runner_untouched_when_its_sampler_cannot_hold_a_wrap
         def forward(self, metadata, target_logits, bonus_token_ids):
             return None
 
-    runner.rejection_sampler = SlottedSampler()
+    setattr(runner, "rejection_sampler", SlottedSampler())  # noqa: B010  (another type)
     with pytest.raises(UnsupportedEngine, match=re.escape(
             "SlottedSampler keeps no attributes of its own (it has __slots__ and no "
             "__dict__)")):

@@ -73,6 +73,7 @@ class _Runner:
 def _guarded() -> None:
     batch = AtomView(mtp_k=K, vocab_size=VOCAB, block_size=BLOCK_SIZE)(
         decode_batch([sequence(i, 40, drafts=K) for i in range(3)], dense=True))
+    assert batch is not None
     object.__setattr__(batch, "num_drafts", batch.num_drafts[:2])
     _Runner().forward(batch)
 

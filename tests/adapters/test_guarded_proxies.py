@@ -79,9 +79,9 @@ def test_proxy_forwards_attributes_isinstance_and_dunders():
     assert isinstance(proxy, Scheduler) and is_guarded(proxy) and unwrap(proxy) is inner
     proxy.schedule()
     assert proxy.calls == inner.calls == 1
-    proxy.extra = "x"
-    assert inner.extra == "x"
-    del proxy.extra
+    proxy.extra = "x"  # pyright: ignore[reportAttributeAccessIssue] - a new attribute
+    assert inner.extra == "x"  # pyright: ignore[reportAttributeAccessIssue]
+    del proxy.extra  # pyright: ignore[reportAttributeAccessIssue]
     assert not hasattr(inner, "extra")
     assert len(proxy) == 0 and repr(proxy) == repr(inner) and proxy == inner
     assert hash(proxy) == hash(inner)
@@ -90,6 +90,7 @@ def test_proxy_forwards_attributes_isinstance_and_dunders():
 def test_runner_arguments_are_revalidated_after_in_place_mutation():
     """A batch mutated after construction is re-validated when it reaches forward()."""
     batch = _view()(_batches(compacted=False)[0])
+    assert batch is not None
     runner = guard_runner(Runner(), {"forward": {"batch": contracts.ScheduledBatch}})
     assert runner.forward(batch) is batch.seq_ids
     object.__setattr__(batch, "num_drafts", batch.num_drafts[:3])
@@ -110,6 +111,7 @@ def test_return_values_are_checked_with_the_return_key():
     """``"return"`` names the result's spec; a numpy result passes an ndarray hint."""
     runner = guard_runner(Runner(), {"forward": {"return": np.ndarray}})
     batch = _view()(_batches(compacted=False)[0])
+    assert batch is not None
     assert runner.forward(batch, step=2) is batch.seq_ids
     with pytest.raises(contracts.ContractViolation, match="SG001"):
         guard_runner(Runner(), {"forward": {"return": int}}).forward(batch)

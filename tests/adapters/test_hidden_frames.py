@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import traceback
+from typing import Any, cast
 
 import numpy as np
 import pytest
@@ -87,4 +88,4 @@ def test_a_bare_guard_says_how_to_name_what_to_check():
             "@guard was used without arguments on "
             "test_a_bare_guard_says_how_to_name_what_to_check.<locals>.run, which is then "
             "called with a int: name what to check, e.g. @guard(batch=ScheduledBatch)")):
-        run(3)
+        cast(Any, run)(3)

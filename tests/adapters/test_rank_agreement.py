@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from typing import Any
 
 import numpy as np
 import pytest
@@ -90,7 +91,7 @@ def test_two_ranks_that_disagree_name_rank_one():
 
 def test_every_rank_padding_too_little_is_caught():
     """Ranks that agree on a size smaller than some rank's batch break SG704."""
-    small = {f"r{r}": {"padded_tokens": 8} for r in range(4)}
+    small: dict[str, Any] = {f"r{r}": {"padded_tokens": 8} for r in range(4)}
     with contracts.checking(mode="strict"), pytest.raises(contracts.ContractViolation) as caught:
         check_ranks(rows(**small))
     assert "rank 0 runs 12 tokens, more than the 8 every rank pads to" in str(caught.value)

@@ -21,6 +21,7 @@ FAKE_CLEAN = "ScheduledBatch is clean: no rule is broken"
 def _clean_fields() -> dict:
     batch = AtomView(mtp_k=K, vocab_size=VOCAB, block_size=BLOCK_SIZE)(
         decode_batch([sequence(i, 40, drafts=K) for i in range(2)], dense=True))
+    assert batch is not None
     return {f.name: getattr(batch, f.name) for f in contracts.fields_of(type(batch))}
 
 

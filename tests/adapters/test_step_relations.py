@@ -177,7 +177,8 @@ def test_seqs_without_a_proposal_may_carry_fewer_drafts():
     tracker.drafted(drafter([5, 6], [[11, 12], [21, 22]]))
     tracker.schedule(batch([9, 5, 6], [40, 12, 12], decode=[True, True, False],
                            drafts=[[1, 1], [11, 12]], counts=[0, 2]))
-    assert tracker.close().seq_ids.tolist() == [9, 5, 6]
+    state = tracker.close()
+    assert state is not None and state.seq_ids.tolist() == [9, 5, 6]
 
 
 def test_refilled_rows_and_trimming_engines_are_not_held_to_the_whole_proposal():
@@ -309,7 +310,8 @@ def test_device_counts_are_not_read_without_sync():
             num_accepted=torch.zeros(1, **on_device))
     tracker.verified(out)
     tracker.schedule(batch([5], [99]))
-    assert tracker.close().advance.tolist() == [-1]
+    state = tracker.close()
+    assert state is not None and state.advance.tolist() == [-1]
 
 
 def _skipped_for_a_step(resume_at):

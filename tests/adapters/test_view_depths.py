@@ -31,6 +31,7 @@ def test_atom_block_tables_are_not_walked_at_metadata_depth():
     one row per table, as wide as the longest context needs (40 tokens: 3 blocks)."""
     seqs = [sequence(i, 40, drafts=K) for i in range(4)]
     batch = _atom_view()(decode_batch(seqs, dense=True))
+    assert batch is not None and isinstance(batch.block_tables, np.ndarray)
     assert batch.block_tables.shape == (4, 3)
     assert batch.block_tables.strides == (0, 0) and (batch.block_tables == -1).all()
 
@@ -44,6 +45,7 @@ def test_a_snapshot_of_a_metadata_depth_violation_holds_the_tables_themselves(
     monkeypatch.setenv("SPECGUARD_SNAPSHOT_DIR", str(tmp_path))
     seqs = [sequence(i, 40, drafts=K) for i in range(4)]
     atom = decode_batch(seqs, dense=True)
+    assert atom.scheduled_spec_decode_tokens is not None
     atom.scheduled_spec_decode_tokens = atom.scheduled_spec_decode_tokens[:3]  # SG101
     with pytest.raises(contracts.ContractViolation, match="SG101"):
         _atom_view()(atom)
@@ -57,6 +59,7 @@ def test_atom_block_tables_are_read_at_full_depth():
     seqs = [sequence(i, 40, drafts=K) for i in range(4)]
     with contracts.checking(depth="full"):
         batch = _atom_view()(decode_batch(seqs, dense=True))
+    assert batch is not None
     assert batch.block_tables.shape[0] == 4 and batch.block_tables.shape[1] >= 1
 
 
@@ -104,7 +107,7 @@ def test_vllm_request_of_the_runner_batch_without_a_count_is_sg105_at_metadata_d
 def test_vllm_total_that_is_not_an_int_is_sg001_at_metadata_depth():
     """``total_num_scheduled_tokens`` of another type is SG001 without reading a dict."""
     output = scheduler_output({"a": [5, 6, 7]})
-    output.total_num_scheduled_tokens = "4"
+    output.total_num_scheduled_tokens = "4"  # pyright: ignore[reportAttributeAccessIssue]
     with pytest.raises(contracts.ContractViolation, match=re.escape(
             "SG001 field has the declared type [vLLM SchedulerOutput."
             "total_num_scheduled_tokens, scheduler → runner]: total_num_scheduled_tokens "
@@ -115,7 +118,7 @@ def test_vllm_total_that_is_not_an_int_is_sg001_at_metadata_depth():
 def test_vllm_entries_read_later_are_checked_then():
     """A count that is not an integer passes the keys, and is SG002 when it is read."""
     output = scheduler_output({"a": [5, 6, 7]}, {"new": 40})
-    output.num_scheduled_tokens["new"] = "forty"
+    output.num_scheduled_tokens["new"] = "forty"  # pyright: ignore[reportArgumentType]
     step = VllmView(mtp_k=K, vocab_size=VOCAB).schedule(output)
     with pytest.raises(contracts.ContractViolation, match="SG002"):
         step.num_scheduled  # noqa: B018
@@ -124,7 +127,7 @@ def test_vllm_entries_read_later_are_checked_then():
 def test_vllm_view_with_a_tracker_reads_every_entry_at_metadata_depth():
     """A tracker needs the counts each step: the entries are read, and checked, at once."""
     output = scheduler_output({"a": [5, 6, 7]}, {"new": 40})
-    output.num_scheduled_tokens["new"] = "forty"
+    output.num_scheduled_tokens["new"] = "forty"  # pyright: ignore[reportArgumentType]
     with pytest.raises(contracts.ContractViolation, match="SG002"):
         VllmView(mtp_k=K, vocab_size=VOCAB, tracker=StepTracker()).schedule(output)
 
@@ -134,7 +137,8 @@ def test_vllm_verify_rows_are_not_read_below_full_depth():
     view = VllmView(mtp_k=K, vocab_size=VOCAB)
     step = view.schedule(scheduler_output({"a": [5, 6, 7]}))
     rows = np.array([[5, 6, 9, -1]])
-    assert view.verified(step, rows).num_accepted.tolist() == [2]
+    verified = view.verified(step, rows)
+    assert verified is not None and verified.num_accepted.tolist() == [2]
     assert step._entries is None
 
 

@@ -16,7 +16,7 @@ from atom_engine import BLOCK_SIZE, VOCAB, decode_batch, sequence
 
 from specguard import contracts
 from specguard._cli import check as check_command
-from specguard.adapters import AtomView, SnapshotError, StepTracker, snapshots
+from specguard.adapters import AtomView, SnapshotError, StepState, StepTracker, snapshots
 from specguard.cli import main as specguard
 
 K = 3
@@ -63,13 +63,14 @@ def test_transition_snapshot_keeps_the_previous_state(snapshot_dir, capsys):
     tracker = StepTracker()
     batch = AtomView(mtp_k=K, vocab_size=VOCAB, block_size=BLOCK_SIZE)(
         decode_batch([sequence(i, 40, drafts=K) for i in range(2)], dense=True))
+    assert batch is not None
     tracker.schedule(batch)
     tracker.verify_rows(batch.seq_ids, np.array([0, 0]))
     with contracts.checking(depth="full"), pytest.raises(contracts.ContractViolation):
         tracker.schedule(batch)
     [path] = snapshot_dir.glob("StepTransition-*.json")
     snapshot = snapshots.load(path)
-    assert snapshot.state is not None and snapshot.state.seq_ids.tolist() == [0, 1]
+    assert isinstance(snapshot.state, StepState) and snapshot.state.seq_ids.tolist() == [0, 1]
     assert [v.code for v in snapshots.recheck(snapshot)] == ["SG601"]
     assert _check(path) == 1
     assert "previous step: step 0, 2 seqs" in capsys.readouterr().out
@@ -85,6 +86,7 @@ def test_guard_revalidating_a_mutated_argument_writes_a_snapshot(snapshot_dir):
 
     batch = AtomView(mtp_k=K, vocab_size=VOCAB, block_size=BLOCK_SIZE)(
         decode_batch([sequence(i, 40, drafts=K) for i in range(3)], dense=True))
+    assert batch is not None
     object.__setattr__(batch, "num_drafts", batch.num_drafts[:2])
     runner = guard_runner(Runner(), {"forward": {"batch": contracts.ScheduledBatch}})
     with pytest.raises(contracts.ContractViolation):
@@ -97,6 +99,7 @@ def test_clean_object_checks_clean(tmp_path, capsys):
     """A snapshot of a clean object exits 0 and says so."""
     batch = AtomView(mtp_k=K, vocab_size=VOCAB, block_size=BLOCK_SIZE)(
         decode_batch([sequence(i, 40, drafts=K) for i in range(2)], dense=True))
+    assert batch is not None
     fields = {f.name: getattr(batch, f.name) for f in contracts.fields_of(type(batch))}
     path = snapshots.write(tmp_path, "ScheduledBatch", fields)
     assert _check(path, "--json") == 0
@@ -128,6 +131,7 @@ def test_hostile_field_values_are_kept_as_descriptions(tmp_path):
 def _valid_document(tmp_path) -> dict:
     batch = AtomView(mtp_k=K, vocab_size=VOCAB, block_size=BLOCK_SIZE)(
         decode_batch([sequence(i, 40, drafts=K) for i in range(2)], dense=True))
+    assert batch is not None
     fields = {f.name: getattr(batch, f.name) for f in contracts.fields_of(type(batch))}
     return json.loads(snapshots.write(tmp_path, "ScheduledBatch", fields).read_text())
 
@@ -235,6 +239,7 @@ def test_malformed_state_is_a_snapshot_error(tmp_path):
     tracker = StepTracker()
     batch = AtomView(mtp_k=K, vocab_size=VOCAB, block_size=BLOCK_SIZE)(
         decode_batch([sequence(i, 40, drafts=K) for i in range(2)], dense=True))
+    assert batch is not None
     tracker.schedule(batch)
     state = tracker.close()
     fields = {f.name: getattr(batch, f.name) for f in contracts.fields_of(type(batch))}

@@ -310,4 +310,5 @@ def test_drafter_input_on_a_device_is_built_without_reading_values():
             next_token_ids=torch.ones(2, dtype=torch.int32, device="meta"),
             last_token_indices=torch.tensor([3, 7], device="meta"),
             common_attn_metadata=meta)
+    assert isinstance(drafter.input_ids, torch.Tensor)
     assert drafter.input_ids.device.type == "meta" and drafter.input_ids.shape == (8,)

@@ -22,6 +22,7 @@ from vllm_traffic import scheduler_output
 from specguard import contracts
 from specguard.adapters import (
     UnsupportedEngine,
+    VllmView,
     install_vllm,
     uninstall_vllm,
     vllm_installed,
@@ -63,7 +64,8 @@ class _Runner:
 
     def __init__(self, *, mtp_k: int, async_scheduling: bool = False,
                  drafter: Any = None) -> None:
-        self.speculative_config = SimpleNamespace(num_speculative_tokens=mtp_k)
+        self.speculative_config: SimpleNamespace | None = SimpleNamespace(
+            num_speculative_tokens=mtp_k)
         self.model_config = SimpleNamespace(get_vocab_size=lambda: 1000)
         self.scheduler_config = SimpleNamespace(async_scheduling=async_scheduling)
         self.use_async_scheduling = async_scheduling
@@ -121,8 +123,11 @@ def test_installed_runner_checks_recorded_vllm_traffic_through_its_own_methods()
     runner = _Runner(mtp_k=2)
     installation = install_vllm(runner, version="0.11.1")
     seen: list[tuple[str, ...]] = []
-    schedule = installation.view.schedule
-    installation.view.schedule = lambda *a, **k: seen.append(k["req_ids"]) or schedule(*a, **k)
+    view = installation.view
+    assert isinstance(view, VllmView)
+    schedule = view.schedule
+    setattr(view, "schedule",  # noqa: B010  (a method replaced on the instance)
+            lambda *a, **k: seen.append(k["req_ids"]) or schedule(*a, **k))
     _drive(runner, "0.11.1/chunked-prefill")
     assert seen[:3] == [["dec"], ["dec"], ["dec", "long"]] and seen[-1] == []
     assert installation.view.mtp_k == 2 and installation.view.vocab_size == 1000
@@ -168,6 +173,7 @@ def test_install_reads_an_unlisted_release_by_what_its_code_has():
     new = install_vllm(_Runner(mtp_k=2, drafter=_Drafter033()), version="0.24.0")
     assert (new.shape.sample_index, new.shape.dynamic_k) == ("token_indices_to_sample", True)
     # No _preprocess to read here: the release decides, and the shape says so.
+    assert isinstance(new.view, VllmView)
     assert new.shape.masks_placeholders is False and not new.view.masks_placeholders
     assert new.shape.masking_from == ("release 0.24.0 < 0.33.0 (the runner's source could "
                                       "not be read)")
@@ -366,7 +372,8 @@ def test_plugin_reads_dev_rc_local_builds_and_the_override_as_their_release(
             module: Any = __import__("vllm.v1.worker.gpu_model_runner",
                                      fromlist=["GPUModelRunner"])
             runner = module.GPUModelRunner(mtp_k=2)
-        assert installation_of(runner).version == release
+        installation = installation_of(runner)
+        assert installation is not None and installation.version == release
     finally:
         _forget_vllm(saved, finders)
 
@@ -417,8 +424,8 @@ def test_plugin_patches_the_runner_module_when_vllm_imports_it(
         assert len(sys.meta_path) == len(finders) + 1
         module: ModuleType = __import__(module_name, fromlist=["GPUModelRunner"])
         runner = module.GPUModelRunner(mtp_k=2)
-        assert installation_of(runner) is not None
-        assert installation_of(runner).version == release
+        installation = installation_of(runner)
+        assert installation is not None and installation.version == release
     finally:
         sys.meta_path[:] = finders
         for name in [n for n in sys.modules if n == "vllm" or n.startswith("vllm.")]:
@@ -441,7 +448,7 @@ def test_plugin_leaves_a_model_runner_v2_stage_without_a_speculator_alone():
     from test_vllm_mrv2_install import GPUModelRunner as Mrv2Runner
 
     runner = Mrv2Runner(mtp_k=2)
-    runner.speculative_config = object()
+    runner.speculative_config = object()  # pyright: ignore[reportAttributeAccessIssue] - vLLM's
     runner.speculator = None
     with contracts.checking(mode="strict"):
         vllm_plugin._install(runner)
@@ -482,7 +489,9 @@ def test_install_is_all_or_nothing_on_a_drafter_that_cannot_hold_a_wrapper():
 @pytest.mark.parametrize("value", [None, True, 0, 2.0, "3"])
 def test_a_speculative_config_without_a_count_is_refused_naming_the_field(value):
     runner = _Runner(mtp_k=2)
-    runner.speculative_config.num_speculative_tokens = value
+    spec = runner.speculative_config
+    assert spec is not None
+    spec.num_speculative_tokens = value
     with pytest.raises(UnsupportedEngine, match=re.escape(
             f"speculative_config.num_speculative_tokens is {value!r}: specguard needs an "
             "integer >= 1 there")):

@@ -45,7 +45,7 @@ class GPUModelRunner:
         self.vocab_size = 1000
         self.max_num_reqs = 8
         self.speculator: Any = _Speculator()
-        self.adaptive_verification = None
+        self.adaptive_verification: object | None = None
         self.pcp_manager = None
         self.next_batch: Any = None
         self.next_sampled: Any = None

@@ -126,6 +126,7 @@ def test_a_minus_one_slot_is_a_bug_where_the_runner_does_not_clamp(fake_vllm):
         for name in [n for n in sys.modules if n.startswith("vllm")]:
             del sys.modules[name]
         view = install_vllm(module.GPUModelRunner()).view
+        assert isinstance(view, VllmView)
         output = scheduler_output({
             "num_scheduled_tokens": {"a": 4}, "total_num_scheduled_tokens": 4,
             "scheduled_spec_decode_tokens": {"a": [-1, -1, -1]}, "scheduled_new_reqs": [],

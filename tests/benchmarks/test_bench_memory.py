@@ -62,7 +62,7 @@ def test_cpu_tensors_are_read_through_views_of_their_memory():
     names = tuple(f.name for f in batch.__dataclass_fields__.values())
     twin = host_twin(batch, "seq_ids", names)
     assert twin is not batch
-    assert isinstance(twin.token_ids, np.ndarray)
+    assert isinstance(twin.token_ids, np.ndarray) and isinstance(batch.token_ids, torch.Tensor)
     assert np.shares_memory(twin.token_ids, batch.token_ids.numpy())
     assert twin.mtp_k == batch.mtp_k
 

@@ -124,6 +124,7 @@ def test_subcommands_are_modules_imported_by_name():
     assert imported == {"run", "rules", "faults", "check", "bench", "docs"}
     parser = cli._parser()
     commands = next(a for a in parser._actions if a.dest == "command").choices
+    assert isinstance(commands, dict)
     for name, sub in commands.items():
         module = sub.get_default("command_module")
         assert module.__name__ == f"specguard._cli.{name}"

@@ -32,13 +32,19 @@ def _corpus(version: str, scenario: str) -> Corpus:
     return read_corpus(CORPUS / version / f"{scenario}.json")
 
 
+def _setting(corpus: Corpus, name: str) -> int:
+    """An integer of the recorded engine config."""
+    value = corpus.config[name]
+    assert isinstance(value, int), (name, value)
+    return value
+
+
 def _view(corpus: Corpus, tracker: StepTracker | None = None,
           layout: str | None = None) -> AtomView:
-    config = corpus.config
-    return AtomView(mtp_k=int(config["mtp_k"]), vocab_size=int(config["vocab_size"]),
-                    block_size=int(config["block_size"]),
+    return AtomView(mtp_k=_setting(corpus, "mtp_k"), vocab_size=_setting(corpus, "vocab_size"),
+                    block_size=_setting(corpus, "block_size"),
                     tracker=tracker if tracker is not None else StepTracker(),
-                    layout=str(layout or config["layout"]))
+                    layout=str(layout or corpus.config["layout"]))
 
 
 def replay(corpus: Corpus, view: AtomView | None = None, *, start: int = 0,
@@ -159,7 +165,7 @@ def _permuted(fields: dict[str, Any], order: list[int], q: int) -> types.SimpleN
 def test_atom_deferred_new_layout_sg612_holds_only_before_pr1771():
     """[new | deferred] after a decode step: clean for #1771's runner, SG612 for the older."""
     corpus = _corpus("042e8f1c0", "new-and-deferred")
-    q = int(corpus.config["mtp_k"]) + 1
+    q = _setting(corpus, "mtp_k") + 1
     schedules = _schedules(corpus)
     # a decode batch after a decode batch, sharing one seq with it: [deferred | new]
     index, fields = next((i, f) for (_, p), (i, f) in itertools.pairwise(schedules)
@@ -233,7 +239,9 @@ def test_atom_middle_chunks_are_not_the_previous_forward_from_pr1771():
     index = next(i for i, f in _schedules(corpus)
                  if f["total_seqs_num_prefill"] and not any(f["is_final_chunk"]))
     replay(corpus, view, upto=index + 1)
-    assert tracker.close() is not None and tracker.close().seq_ids.tolist() == [0, 1]
+    assert tracker.close() is not None
+    state = tracker.close()
+    assert state is not None and state.seq_ids.tolist() == [0, 1]
     assert replay(corpus) == []
 
 
@@ -277,7 +285,8 @@ def test_atom_middle_chunks_between_forwards_move_the_resume_point():
         tracker = StepTracker()
         view = _view(corpus, tracker)
         assert replay(corpus, view, upto=index) == []
-        assert tracker.close() is not None and tracker.close().seq_ids.tolist() == [0, 1]
+        state = tracker.close()
+        assert state is not None and state.seq_ids.tolist() == [0, 1]
         assert (last["context_lens"] - last["num_scheduled_tokens"]).tolist() == [128]
         tokens = last["scheduled_tokens"][8:]
         gap = types.SimpleNamespace(**{

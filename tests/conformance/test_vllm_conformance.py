@@ -287,6 +287,7 @@ def test_vllm_pd_first_decode_after_remote_kv_is_clean(name):
     traffic replays with no violation at full depth."""
     corpus = _corpus(name)
     k, version = corpus.config["mtp_k"], corpus.engine_version
+    assert isinstance(k, int)
     received = {r: f["step"] for f in _events(corpus, "kv_connector_output")
                 for r in f["finished_recving"]}
     assert set(received) == set(REMOTE)

@@ -31,8 +31,15 @@ def _corpus(scenario: str) -> Corpus:
     return read_corpus(CORPUS / "0.33.0" / f"{scenario}.json")
 
 
+def _setting(corpus: Corpus, name: str) -> int:
+    """An integer of the recorded engine config."""
+    value = corpus.config[name]
+    assert isinstance(value, int), (name, value)
+    return value
+
+
 def _view(corpus: Corpus) -> Mrv2View:
-    return Mrv2View(mtp_k=corpus.config["mtp_k"], vocab_size=corpus.config["vocab_size"])
+    return Mrv2View(mtp_k=_setting(corpus, "mtp_k"), vocab_size=_setting(corpus, "vocab_size"))
 
 
 def _replay(corpus: Corpus, change: Any = None) -> list[contracts.Violation]:
@@ -52,7 +59,7 @@ def _replay(corpus: Corpus, change: Any = None) -> list[contracts.Violation]:
                                                  req_ids=fields["req_ids"])
                 elif event.event == "input_batch":
                     batch = view.schedule(
-                        SimpleNamespace(**fields), max_num_reqs=corpus.config["max_num_reqs"])
+                        SimpleNamespace(**fields), max_num_reqs=_setting(corpus, "max_num_reqs"))
                 elif event.event == "sampled" and batch is not None:
                     view.verified(batch, SimpleNamespace(**fields))
                 elif event.event == "drafted" and batch is not None:
@@ -282,10 +289,10 @@ def test_mrv2_an_impossible_k_t_is_sg102_not_clamped(width, depth):
     """K_t outside [0, mtp_k] says nothing of which columns the next step reads: a
     violation at every depth (with K_t=-1, a -1 draft in column 0 went unchecked)."""
     corpus = _corpus("steady-decode")
-    mtp_k = corpus.config["mtp_k"]
+    mtp_k = _setting(corpus, "mtp_k")
     view = _view(corpus)
     batch = view.schedule(SimpleNamespace(**_first("steady-decode", "input_batch")),
-                          max_num_reqs=corpus.config["max_num_reqs"])
+                          max_num_reqs=_setting(corpus, "max_num_reqs"))
     drafts = np.array(_first("steady-decode", "drafted")["draft_tokens"])
     drafts[0, 0] = -1
     with contracts.checking(mode="strict", depth=depth), \
@@ -367,8 +374,9 @@ def test_mrv2_checks_off_validate_nothing_and_copy_nothing(monkeypatch):
     corpus = _corpus("over-scheduled-drafts")
     view = _view(corpus)
     with contracts.checking(mode="off", depth="full"):
-        for batch in _events(corpus, "input_batch"):
-            checked = view.schedule(SimpleNamespace(**batch))
+        batches = [view.schedule(SimpleNamespace(**batch))
+                   for batch in _events(corpus, "input_batch")]
+        checked = batches[-1]
         for sampled in _events(corpus, "sampled")[-1:]:
             view.verified(checked, SimpleNamespace(**sampled))
 
@@ -412,7 +420,7 @@ def test_mrv2_hostile_sampler_outputs_are_accepted_or_violations(field, value):
     view = _view(corpus)
     with contracts.checking(mode="strict", depth="full", collect="all"):
         batch = view.schedule(SimpleNamespace(**_first("mixed-batch", "input_batch")),
-                                      max_num_reqs=corpus.config["max_num_reqs"])
+                              max_num_reqs=_setting(corpus, "max_num_reqs"))
         with contextlib.suppress(contracts.ContractViolation):
             view.verified(batch, SimpleNamespace(**(_first("mixed-batch", "sampled")
                                                          | {field: value})))
@@ -425,6 +433,6 @@ def test_mrv2_hostile_drafts_are_accepted_or_violations(value, width):
     view = _view(corpus)
     with contracts.checking(mode="strict", depth="full", collect="all"):
         batch = view.schedule(SimpleNamespace(**_first("mixed-batch", "input_batch")),
-                                      max_num_reqs=corpus.config["max_num_reqs"])
+                              max_num_reqs=_setting(corpus, "max_num_reqs"))
         with contextlib.suppress(contracts.ContractViolation):
             view.drafted(batch, value, num_speculative_tokens=width)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
+from typing import Any
 
 import numpy as np
 import pytest
@@ -13,7 +14,7 @@ from contract_builders import build
 from specguard import contracts
 from specguard.adapters import guard
 
-_SHORT_DRAFTS = {"draft_token_ids": np.zeros((2, 2), dtype=np.int64)}
+_SHORT_DRAFTS: dict[str, Any] = {"draft_token_ids": np.zeros((2, 2), dtype=np.int64)}
 
 
 def test_strict_is_the_default_and_raises():

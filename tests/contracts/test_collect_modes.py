@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 from contract_builders import build
@@ -9,7 +11,7 @@ from contract_builders import build
 from specguard import contracts
 
 # Three independent value problems: a negative seq id, a sentinel token, a negative slot.
-_BROKEN = {
+_BROKEN: dict[str, Any] = {
     "seq_ids": np.array([40, -1, 42, 43, 44]),
     "token_ids": np.where(np.arange(15) == 9, -1, np.arange(15)),
     "state_slots": np.array([0, 1, 2, -4, 4]),

@@ -7,6 +7,8 @@ wrong-anchor family are caught out of the box; every other value rule waits for
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 from contract_builders import build
@@ -33,7 +35,7 @@ def test_the_essential_rules_are_the_seed_rules():
 
 def test_full_depth_rules_wait_for_full():
     """A -1 draft placeholder (SG108, full depth) passes by default and fails at full."""
-    bad = {"draft_token_ids": np.array([[5, 6], [7, -1], [0, 0]])}
+    bad: dict[str, Any] = {"draft_token_ids": np.array([[5, 6], [7, -1], [0, 0]])}
     build(contracts.ScheduledBatch, **bad)
     with contracts.checking(depth="full"), pytest.raises(contracts.ContractViolation) as caught:
         build(contracts.ScheduledBatch, **bad)

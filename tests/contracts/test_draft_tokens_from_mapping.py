@@ -127,7 +127,7 @@ def test_placeholder_must_be_stated():
     placeholder = inspect.signature(DT.from_mapping).parameters["placeholder"]
     assert placeholder.default is inspect.Parameter.empty
     with pytest.raises(TypeError, match="placeholder"):
-        DT.from_mapping(_IDS, {}, mtp_k=2, vocab_size=32)
+        DT.from_mapping(_IDS, {}, mtp_k=2, vocab_size=32)  # pyright: ignore[reportCallIssue]
 
 
 def _batch_with_placeholder_row(**declared):

@@ -214,6 +214,8 @@ def test_numpy_int8_mtp_k_binds_its_width_without_overflow():
     rows[:, 1:] = -1
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        out = contracts.VerifyOutput(mtp_k=np.int8(127), vocab_size=10, seq_ids=np.arange(2),
-                                     token_ids=rows, num_accepted=np.zeros(2, dtype=np.int64))
+        out = contracts.VerifyOutput(  # a numpy int where an int is declared: the point here
+            mtp_k=np.int8(127),  # pyright: ignore[reportArgumentType]
+            vocab_size=10, seq_ids=np.arange(2), token_ids=rows,
+            num_accepted=np.zeros(2, dtype=np.int64))
     assert contracts.VerifyOutput.__sg_plan__.fast_check(out)

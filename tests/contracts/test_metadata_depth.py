@@ -7,6 +7,7 @@ value from one raises. Validating them proves which checks touch values.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import numpy as np
 import pytest
@@ -17,7 +18,7 @@ from specguard import contracts
 torch = pytest.importorskip("torch")
 
 
-def _on_meta(cls: type[contracts.BoundaryObject], **changes: object) -> dict[str, object]:
+def _on_meta(cls: type[contracts.BoundaryObject], **changes: object) -> dict[str, Any]:
     fields = kwargs(cls, "torch", "int64", **changes)
     return {name: value.to("meta") if isinstance(value, torch.Tensor) else value
             for name, value in fields.items()}

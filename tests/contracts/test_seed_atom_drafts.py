@@ -9,6 +9,7 @@ mapping form builds one row per decode seq and is valid by construction.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import numpy as np
 import pytest
@@ -61,7 +62,7 @@ def test_compacted_drafts_with_full_counts_name_the_draftless_seq():
         decode_batch(np.arange(N), _drafts(N - 1), counts, mtp_k=K)
 
 
-def _mixed_batch_fields(order: np.ndarray) -> dict[str, object]:
+def _mixed_batch_fields(order: np.ndarray) -> dict[str, Any]:
     """130 seqs with ids 1000+i in a shuffled order; positions 3 and 64 are prefill."""
     n = order.shape[0]
     is_decode = np.ones(n, dtype=bool)
@@ -106,6 +107,8 @@ def test_mapping_form_builds_one_row_per_decode_seq(backend):
     engine_drafts = {seq: rows[seq] for seq in range(N - 1)}
     drafts = contracts.DraftTokens.from_mapping(
         np.arange(N), engine_drafts, mtp_k=K, vocab_size=VOCAB, placeholder=0)
+    assert isinstance(drafts.draft_token_ids, np.ndarray)
+    assert isinstance(drafts.num_drafts, np.ndarray)
     assert drafts.draft_token_ids.shape == (N, K)
     assert drafts.draft_token_ids[127].tolist() == [0, 0, 0]
     assert drafts.num_drafts[127] == 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import numpy as np
 import pytest
@@ -83,7 +84,8 @@ def test_violation_records_are_structured():
         "expected": "0 <= id < vocab_size=32", "actual": None, "token": 3,
         "bindings": {"num_tokens": 6, "num_seqs": 3},
     }
-    assert contracts.Violation(**violation.to_dict()) == violation
+    fields: dict[str, Any] = violation.to_dict()
+    assert contracts.Violation(**fields) == violation
 
 
 def test_where_reads_naturally_with_partial_locations():

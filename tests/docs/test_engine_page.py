@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 
 from specguard import contracts
-from specguard.runner import faults, main_job
+from specguard._cli import _common as exits
+from specguard._cli import run as run_command
+from specguard.runner import faults
 from specguard.runner.faults import FAULTS, Fault
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -64,7 +66,7 @@ def test_table_follows_the_catalogue(pages, monkeypatch):
 
 def test_exit_codes_are_the_commands_own(engine_page):
     """The exit-status table lists every code `specguard run` documents, with its meaning."""
-    for code, meaning in main_job.EXIT_CODES.items():
+    for code, meaning in run_command.EXIT_CODES.items():
         assert f"| `{code}` | {meaning} |" in engine_page
 
 
@@ -77,7 +79,7 @@ def test_sessions_show_a_step_fault_caught_and_a_silent_one_unguarded(engine_pag
     assert "--fault skipped-rejection-rollback --contracts strict\n" in caught
     assert "by a contract violation in step 6, checked against step 5" in caught
     assert "SG601 a seq resumes where its previous step left off" in caught
-    assert caught.endswith(f"$ echo $?\n{main_job.EXIT_VIOLATION}\n")
+    assert caught.endswith(f"$ echo $?\n{exits.EXIT_VIOLATION}\n")
     assert "--fault stale-drafts --contracts off\n" in unguarded
     assert "oracle: identical (48 tokens)" in unguarded
-    assert unguarded.endswith(f"$ echo $?\n{main_job.EXIT_OK}\n")
+    assert unguarded.endswith(f"$ echo $?\n{exits.EXIT_OK}\n")

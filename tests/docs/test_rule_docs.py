@@ -85,8 +85,10 @@ def test_rule_without_example_shows_its_reason(pages):
     assert reason in block
 
 
-@pytest.mark.parametrize("name", sorted(contracts.BOUNDARY_OBJECTS, key=lambda c: c.__name__),
-                         ids=lambda c: c.__name__)
+_CLASSES = sorted(contracts.BOUNDARY_OBJECTS, key=lambda c: c.__name__)
+
+
+@pytest.mark.parametrize("name", _CLASSES, ids=[c.__name__ for c in _CLASSES])
 def test_clean_objects_break_no_rule(name):
     """Every clean object the examples start from passes every rule at full depth."""
     with contracts.checking(mode="strict", depth="full", collect="all"):

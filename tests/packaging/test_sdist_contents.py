@@ -10,8 +10,9 @@ from conftest import ROOT, build_wheel
 
 
 @pytest.mark.parametrize("path", [
-    "LICENSE", "DESCRIPTION.md", "README.md", "pyproject.toml", "MANIFEST.in", "mkdocs.yml",
-    "constraints/ci.txt", "tools/check", "tools/typecheck", "tools/namespace_tree.py",
+    "LICENSE", "DESCRIPTION.md", "README.md", "pyproject.toml", "setup.py", "MANIFEST.in",
+    "mkdocs.yml",
+    "constraints/ci.txt", "tools/check", "tools/typecheck", "tools/layer_links.py",
     "tests/conftest.py", "tests/packaging/test_sdist_contents.py", "tests/strategies/cases.py",
     "docs/index.md", "docs/first-contract.md", "docs/_hooks/generate.py",
     "docs/stylesheets/specguard.css", "docs/javascripts/vendor/mermaid-11.17.2.min.js",

@@ -2,16 +2,52 @@
 
 from __future__ import annotations
 
-import email
+import email.message
+import importlib.util
+import os
+import shutil
 import zipfile
 from pathlib import Path
 
 import pytest
+from conftest import build_wheel
 
 ROOT = Path(__file__).resolve().parents[2]
 #: The public packages; py.typed covers their private subpackages too (PEP 561).
 PACKAGES = ("specguard", "specguard/contracts", "specguard/adapters", "specguard/runner",
             "specguard/benchmarks")
+
+
+def _folders(root: Path) -> dict[str, str]:
+    """Folder → the package path it becomes in the wheel (package-dir in pyproject.toml,
+    as setup.py reads it)."""
+    spec = importlib.util.spec_from_file_location("specguard_setup", root / "setup.py")
+    assert spec is not None and spec.loader is not None
+    setup_py = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(setup_py)  # defines package_dir(); setup() runs only as __main__
+    mapping: dict[str, str] = setup_py.package_dir(root)
+    return {folder: name.replace(".", "/") for name, folder in mapping.items()}
+
+
+def _modules(root: Path) -> dict[str, str]:
+    """Each module of the source tree (walked without following links) → its wheel path."""
+    found = {}
+    for folder, package in _folders(root).items():
+        for here, dirs, files in os.walk(root / folder):
+            dirs[:] = [d for d in dirs if d != "__pycache__"]
+            for name in files:
+                if name.endswith(".py"):
+                    source = (Path(here) / name).relative_to(root)
+                    found[source.as_posix()] = "/".join(
+                        (package, *source.relative_to(folder).parts))
+    return found
+
+
+def _missing_folders(modules: dict[str, str], wheel_names: list[str]) -> list[str]:
+    """The source folders some of whose modules the wheel lacks."""
+    present = set(wheel_names)
+    return sorted({source.rsplit("/", 1)[0] for source, path in modules.items()
+                   if path not in present})
 
 
 def _metadata(wheel: Path) -> email.message.Message:
@@ -70,6 +106,7 @@ def test_long_description_is_the_user_facing_one(wheel):
     metadata = _metadata(wheel)
     assert metadata["Description-Content-Type"] == "text/markdown"
     body = metadata.get_payload()
+    assert isinstance(body, str)  # one part: the description
     assert body.strip() == (ROOT / "DESCRIPTION.md").read_text(encoding="utf-8").strip()
     assert "pip install specguard" in body
     assert "tools/check" not in body and ".venv" not in body
@@ -87,3 +124,38 @@ def test_entry_points_declare_the_command_the_plugin_and_the_rule_modules(wheel)
     assert "specguard = specguard.cli:main" in text
     assert "[pytest11]\nspecguard = specguard._pytest_entry" in text
     assert "[specguard.rules]\nadapters = specguard.adapters" in text
+
+
+def test_every_module_of_every_package_folder_is_in_the_wheel_once(wheel_names):
+    """Each module under the mapped folders is in the wheel, at its namespace path, and
+    no module is there twice (the links under specguard/ add nothing)."""
+    modules = _modules(ROOT)
+    assert _missing_folders(modules, wheel_names) == []
+    in_wheel = sorted(n for n in wheel_names if n.endswith(".py"))
+    assert in_wheel == sorted(modules.values())
+    assert len(wheel_names) == len(set(wheel_names))
+
+
+def test_the_missing_folder_check_names_the_folder():
+    """The check is not vacuous: a wheel without one subpackage's modules names it."""
+    modules = {"adapters/__init__.py": "specguard/adapters/__init__.py",
+               "adapters/engines/vllm/__init__.py": "specguard/adapters/engines/vllm/__init__.py",
+               "adapters/engines/vllm/view.py": "specguard/adapters/engines/vllm/view.py"}
+    assert _missing_folders(modules, ["specguard/adapters/__init__.py"]) == [
+        "adapters/engines/vllm"]
+
+
+def test_a_subpackage_added_to_a_copy_is_in_its_wheel(source_tree, tmp_path):
+    """Built for real: a new subpackage under a layer reaches the wheel with no list to
+    edit (setup.py finds it)."""
+    copy = tmp_path / "source"
+    shutil.copytree(source_tree, copy, symlinks=True,
+                    ignore=shutil.ignore_patterns("tests", "docs", "tools"))
+    engine = copy / "adapters" / "engines" / "probe"
+    engine.mkdir(parents=True)
+    for path in (engine.parent / "__init__.py", engine / "__init__.py", engine / "view.py"):
+        path.write_text("")
+    with zipfile.ZipFile(build_wheel(copy, tmp_path / "wheel")) as archive:
+        names = archive.namelist()
+    assert _missing_folders(_modules(copy), names) == []
+    assert "specguard/adapters/engines/probe/view.py" in names

@@ -110,6 +110,7 @@ def test_preemption_takes_the_youngest_seq_and_requeues_it_first():
     scheduler = _scheduler(cfg, requests)
     runner = StandInRunner(cfg.mtp_k)
     waiting_before: list[int] = []
+    scheduled = None
     while scheduler.num_preemptions == 0:
         waiting_before = [s.seq_id for s in scheduler.waiting]
         scheduled = scheduler.schedule()

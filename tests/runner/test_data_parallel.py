@@ -13,8 +13,9 @@ import sys
 import numpy as np
 import pytest
 
+from specguard._cli import _common as exits
 from specguard.cli import main
-from specguard.runner import faults, main_job
+from specguard.runner import faults
 from specguard.runner.config import EngineConfig
 from specguard.runner.data_parallel import RankJob, padded_size
 from specguard.runner.workload import synthetic_requests
@@ -41,7 +42,7 @@ def rank_lines(out: str) -> dict[int, str]:
 def test_clean_ranks_match_greedy_decoding():
     """Four clean ranks finish, each with its share, and match plain greedy decoding."""
     done = run_ranks(4, "--verify", "--contracts", "strict", "--depth", "full")
-    assert done.returncode == main_job.EXIT_OK, done.stdout + done.stderr
+    assert done.returncode == exits.EXIT_OK, done.stdout + done.stderr
     assert "oracle: identical (80 tokens)" in done.stdout
     lines = rank_lines(done.stdout)
     assert sorted(lines) == [0, 1, 2, 3]
@@ -58,7 +59,7 @@ def test_strict_contracts_stop_every_rank_naming_the_one_that_disagrees(fault, w
                                                                          named):
     """A cross-rank fault on the last rank: every rank raises its rule, none hangs."""
     done = run_ranks(world, "--fault", fault, "--contracts", "strict")
-    assert done.returncode == main_job.EXIT_VIOLATION, done.stdout + done.stderr
+    assert done.returncode == exits.EXIT_VIOLATION, done.stdout + done.stderr
     assert named in done.stdout
     assert "what each rank reported at the last check:" in done.stdout
     lines = rank_lines(done.stdout)
@@ -71,7 +72,7 @@ def test_a_violation_on_one_rank_stops_the_others_with_it():
     world = 4
     done = run_ranks(world, "--fault", faults.SKIPPED_REJECTION_ROLLBACK, "--contracts",
                      "strict")
-    assert done.returncode == main_job.EXIT_VIOLATION, done.stdout + done.stderr
+    assert done.returncode == exits.EXIT_VIOLATION, done.stdout + done.stderr
     last = world - 1
     assert f"by a contract violation on rank {last}:" in done.stdout
     assert "SG601 a seq resumes where its previous step left off" in done.stdout
@@ -86,7 +87,7 @@ def test_a_violation_on_one_rank_stops_the_others_with_it():
 def test_without_contracts_a_padding_disagreement_breaks_the_collective(fault, world):
     """Contracts off: the mismatched exchange kills the group (gloo aborts; NCCL would hang)."""
     done = run_ranks(world, "--fault", fault, "--contracts", "off")
-    assert done.returncode == main_job.EXIT_CRASH, done.stdout + done.stderr
+    assert done.returncode == exits.EXIT_CRASH, done.stdout + done.stderr
     assert "engine crashed at step" in done.stdout
     lines = rank_lines(done.stdout)
     assert sorted(lines) == list(range(world))
@@ -96,20 +97,20 @@ def test_without_contracts_a_padding_disagreement_breaks_the_collective(fault, w
 def test_without_contracts_clashing_seq_ids_change_the_tokens():
     """Contracts off: outputs merged by seq id overwrite each other; greedy disagrees."""
     done = run_ranks(2, "--fault", faults.RANK_LOCAL_SEQ_IDS, "--contracts", "off")
-    assert done.returncode == main_job.EXIT_DIVERGED, done.stdout + done.stderr
+    assert done.returncode == exits.EXIT_DIVERGED, done.stdout + done.stderr
     assert "oracle: DIVERGED at request" in done.stdout
 
 
 def test_cross_rank_fault_needs_ranks(capsys):
     """A fault that only shows across ranks is refused on a single engine."""
-    assert main(["run", *TINY, "--fault", faults.RANK_MTP_K]) == main_job.EXIT_USAGE
+    assert main(["run", *TINY, "--fault", faults.RANK_MTP_K]) == exits.EXIT_USAGE
     assert "add --dp 2 or more" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("flags", [["--dp", "0"], ["--dp", "2", "--dp-timeout", "0"]])
 def test_bad_rank_options_are_usage_errors(flags, capsys):
     """No ranks, or no time to wait in a collective, is refused before anything runs."""
-    assert main(["run", *TINY, *flags]) == main_job.EXIT_USAGE
+    assert main(["run", *TINY, *flags]) == exits.EXIT_USAGE
     assert "must be" in capsys.readouterr().err
 
 

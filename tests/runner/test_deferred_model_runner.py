@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import torch
 from engine_builders import MODEL, chunk_boundary
 
 from specguard import contracts
@@ -36,14 +37,15 @@ def test_first_step_returns_nothing_later_steps_the_previous_one():
     for request in requests:
         engine.scheduler.add(request)
     first = engine.scheduler.schedule()
-    assert engine.runner.execute(first) is None
+    assert first is not None and engine.runner.execute(first) is None
     engine.scheduler.update(None)
     second = engine.scheduler.schedule()
+    assert second is not None
     result = engine.runner.execute(second)
-    assert result.seq_ids.tolist() == first.seq_ids.tolist()
+    assert result is not None and result.seq_ids.tolist() == first.seq_ids.tolist()
     assert result.num_new_tokens.tolist() == [1, 1, 1, 0]  # seq 3 is mid-prompt
     flushed = engine.runner.flush()
-    assert flushed.seq_ids.tolist() == second.seq_ids.tolist()
+    assert flushed is not None and flushed.seq_ids.tolist() == second.seq_ids.tolist()
     assert engine.runner.flush() is None
 
 
@@ -57,6 +59,8 @@ def test_positions_follow_the_real_context_of_each_kind_of_row():
     """A new seq's anchor is its last known token; a deferred one's follows its accepted drafts."""
     engine, seen = _engine_after(5)
     k = engine.config.mtp_k
+    assert isinstance(seen[3].positions, torch.Tensor)
+    assert isinstance(seen[4].positions, torch.Tensor)
     step4 = seen[3].positions.view(-1, k + 1)
     assert step4[:, 0].tolist() == [130, 20, 20, 20]
     seq3 = engine.scheduler.seqs[3]
@@ -72,7 +76,7 @@ def test_runner_entry_rejects_something_that_is_not_a_batch():
     engine = Engine(cfg, model=MODEL)
     with contracts.checking(mode="strict"), \
             pytest.raises(contracts.ContractViolation) as caught:
-        engine.runner.execute({"seq_ids": [1]})
+        engine.runner.execute({"seq_ids": [1]})  # pyright: ignore[reportArgumentType]
     assert caught.value.codes == ("SG001",)
     assert "ScheduledBatch.mtp_k" in str(caught.value)
 
@@ -86,5 +90,6 @@ def test_the_view_reads_every_field_of_the_contract():
     for request in requests:
         engine.scheduler.add(request)
     scheduled = engine.scheduler.schedule()
+    assert scheduled is not None
     batch = scheduler_output.scheduled_batch(scheduled)
     assert batch.seq_ids is scheduled.seq_ids and batch.num_tokens == scheduled.num_tokens

@@ -16,7 +16,7 @@ import pytest
 from engine_builders import MODEL, chunk_boundary, divergence, memory_pressure
 
 from specguard import contracts
-from specguard.adapters import StepTracker
+from specguard.adapters import StepState, StepTracker
 from specguard.runner import engine as engine_module
 from specguard.runner import faults, model_runner
 from specguard.runner.engine import Engine
@@ -133,6 +133,12 @@ def _stop(name: str) -> tuple[Engine, contracts.Violation]:
     return engine, caught.value.violations[0]
 
 
+def _previous(engine: Engine) -> StepState:
+    """The state the engine's step tracker keeps of the step before the violation."""
+    assert engine.tracker is not None and engine.tracker.previous is not None
+    return engine.tracker.previous
+
+
 def test_compact_draft_rows_names_the_seq_without_drafts():
     """The ATOM seed: the violation points at the just-prefilled seq, at step 4."""
     engine, violation = _stop(faults.COMPACT_DRAFT_ROWS)
@@ -158,6 +164,7 @@ def test_compact_block_tables_names_the_first_seq_without_a_table():
 def test_duplicate_seq_id_names_the_second_occurrence():
     """The preempted seq left in ``running`` is scheduled twice in one step."""
     engine, violation = _stop(faults.DUPLICATE_SEQ_ID)
+    assert violation.seq_id is not None
     assert engine.scheduler.seqs[violation.seq_id].num_preemptions > 0
     assert engine.scheduler.running.count(engine.scheduler.seqs[violation.seq_id]) > 1
     assert "appears twice" in violation.reason
@@ -166,6 +173,7 @@ def test_duplicate_seq_id_names_the_second_occurrence():
 def test_wrong_draft_width_names_the_trimmed_seq():
     """The seq scheduled fewer than mtp_k + 1 tokens is the one near its limit."""
     engine, violation = _stop(faults.WRONG_DRAFT_WIDTH)
+    assert violation.seq_id is not None
     seq = engine.scheduler.seqs[violation.seq_id]
     assert seq.max_tokens - seq.num_output <= engine.config.mtp_k + 1
     assert violation.expected == f"mtp_k+1={engine.config.mtp_k + 1}"
@@ -185,12 +193,13 @@ def test_skipped_rejection_rollback_names_the_seq_that_resumes_too_far():
     engine, violation = _stop(faults.SKIPPED_REJECTION_ROLLBACK)
     assert (violation.seq_id, violation.position) == (3, 0)
     assert (engine.violation_step, engine.current_step) == (5, 6)
-    previous = engine.tracker.previous
+    previous = _previous(engine)
     row = previous.seq_ids.tolist().index(3)
     accepted = int(previous.advance[row]) - 1
     assert violation.expected == str(int(previous.starts[row]) + accepted + 1)
     rejected = engine.config.mtp_k - accepted
     assert rejected > 0
+    assert violation.actual is not None and violation.expected is not None
     assert int(violation.actual) - int(violation.expected) == rejected
 
 
@@ -199,7 +208,7 @@ def test_stale_drafts_names_the_seq_verified_without_its_proposal():
     engine, violation = _stop(faults.STALE_DRAFTS)
     assert (violation.code, violation.seq_id, violation.position) == ("SG607", 3, 0)
     assert (engine.violation_step, engine.current_step) == (4, 5)
-    previous = engine.tracker.previous  # step 3, seq 3's last prefill chunk
+    previous = _previous(engine)  # step 3, seq 3's last prefill chunk
     assert previous.drafted[previous.seq_ids.tolist().index(3)]
     assert not previous.is_decode[previous.seq_ids.tolist().index(3)]
     assert (violation.expected, violation.actual) == (str(engine.config.mtp_k), "0")
@@ -212,7 +221,7 @@ def test_stale_drafts_further_along_carry_the_older_drafts(monkeypatch):
     engine, violation = _stop(faults.STALE_DRAFTS)
     assert (violation.code, violation.seq_id, violation.position) == ("SG602", 3, 0)
     assert (engine.violation_step, engine.current_step) == (5, 6)
-    previous = engine.tracker.previous
+    previous = _previous(engine)
     proposed = previous.proposals[previous.seq_ids.tolist().index(3)]
     assert violation.expected == str(int(proposed[0]))
     assert violation.actual != violation.expected

@@ -25,7 +25,7 @@ def test_first_mismatch_by_request_then_position():
     expected = {0: _tokens(1, 2, 3), 1: _tokens(4, 5, 6)}
     actual = {0: _tokens(1, 2, 3), 1: _tokens(4, 9, 0)}
     found = first_divergence(expected, actual)
-    assert found == Divergence(1, 1, 5, 9)
+    assert found is not None and found == Divergence(1, 1, 5, 9)
     assert found.describe() == "request 1, output position 1: expected 5, got 9"
 
 

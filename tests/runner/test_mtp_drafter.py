@@ -76,6 +76,8 @@ def test_proposals_are_mtp_k_valid_ids_per_seq_and_deterministic():
     drafter = Drafter(MODEL, mtp_k=3)
     first, second = drafter.propose(inputs, hidden), drafter.propose(inputs, hidden)
     assert first.draft_token_ids.shape == (2, 3)
+    assert isinstance(first.draft_token_ids, torch.Tensor)
+    assert isinstance(second.draft_token_ids, torch.Tensor)
     assert torch.equal(first.draft_token_ids, second.draft_token_ids)
     assert first.seq_ids.tolist() == [0, 1]
     assert int(first.draft_token_ids.min()) >= 0

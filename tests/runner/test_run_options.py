@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from specguard import contracts
+from specguard._cli import _common as exits
 from specguard.cli import main
-from specguard.runner import main_job
 from specguard.runner.engine import Engine
 
 SMALL_RUN = ["run", "--requests", "4", "--min-prompt", "8", "--max-prompt", "150",
@@ -25,7 +25,7 @@ def test_device_and_threads_are_usage_errors_not_divergence(flag, value, says, c
     """An unknown device or a thread count below 1 exits 2 naming the flag, not 1."""
     with pytest.raises(SystemExit) as exited:
         main([*SMALL_RUN, flag, value])
-    assert exited.value.code == main_job.EXIT_USAGE
+    assert exited.value.code == exits.EXIT_USAGE
     assert f"argument {flag}: {says}" in capsys.readouterr().err
 
 
@@ -41,13 +41,13 @@ def test_counts_out_of_range_are_usage_errors_naming_the_flag(flag, value, says,
     """Counts and seeds outside their range exit 2 with argparse's line for the flag."""
     with pytest.raises(SystemExit) as exited:
         main([*SMALL_RUN, flag, value])
-    assert exited.value.code == main_job.EXIT_USAGE
+    assert exited.value.code == exits.EXIT_USAGE
     assert f"argument {flag}: {says}" in capsys.readouterr().err
 
 
 def test_workload_that_cannot_fit_in_memory_is_refused(capsys):
     """A billion requests are refused from an estimate before anything is allocated."""
-    assert main([*SMALL_RUN, "--requests", "1000000000"]) == main_job.EXIT_USAGE
+    assert main([*SMALL_RUN, "--requests", "1000000000"]) == exits.EXIT_USAGE
     err = capsys.readouterr().err
     assert err.startswith("specguard run: --requests 1000000000 needs about ")
     assert "GiB available" in err
@@ -71,7 +71,7 @@ def test_ctrl_c_prints_the_summary_so_far_and_exits_130(monkeypatch, capsys):
         step(self)
 
     monkeypatch.setattr(Engine, "step", interrupted_after_two)
-    assert main(SMALL_RUN) == main_job.EXIT_INTERRUPTED == 130
+    assert main(SMALL_RUN) == exits.EXIT_INTERRUPTED == 130
     out = capsys.readouterr().out
     assert "\ninterrupted at step 3\n" in out
     assert "  steps:            2 (0 preemptions)\n" in out
@@ -81,7 +81,7 @@ def test_ctrl_c_prints_the_summary_so_far_and_exits_130(monkeypatch, capsys):
 def test_progress_bars_stay_off_a_pipe(capsys):
     """Progress goes to a terminal only: a captured stderr gets no carriage returns."""
     args = [a for a in SMALL_RUN if a != "--no-progress"]
-    assert main([*args, "--verify"]) == main_job.EXIT_OK
+    assert main([*args, "--verify"]) == exits.EXIT_OK
     err = capsys.readouterr().err
     assert "\r" not in err
     assert "tok/s" not in err
@@ -91,7 +91,7 @@ def test_early_stop_summary_prints_no_noise(capsys):
     """A violation at step 1: no 0-of-0 acceptance, no tokens/s, no contract-time share."""
     code = main([*SMALL_RUN, "--fault", "compact-block-tables"])
     out = capsys.readouterr().out
-    assert code == main_job.EXIT_VIOLATION
+    assert code == exits.EXIT_VIOLATION
     summary = out[out.index("  requests:"):]
     assert "acceptance rate" not in summary
     assert "tokens/s" not in summary
@@ -101,7 +101,7 @@ def test_early_stop_summary_prints_no_noise(capsys):
 
 def test_header_with_contracts_off_shows_no_depth(capsys):
     """'contracts off (depth full)' said two things at once: off shows no depth."""
-    assert main([*SMALL_RUN, "--contracts", "off", "--depth", "full"]) == main_job.EXIT_OK
+    assert main([*SMALL_RUN, "--contracts", "off", "--depth", "full"]) == exits.EXIT_OK
     out = capsys.readouterr().out
     assert ", contracts off, device cpu\n" in out
     assert "(depth" not in out
@@ -112,7 +112,7 @@ def test_crash_at_metadata_depth_names_the_value_rule_that_was_off(capsys):
     """A crash a value rule would have stopped at full depth says so, and how to turn it on."""
     code = main([*SMALL_RUN, "--fault", "sentinel-to-embedding", "--depth", "metadata"])
     out = capsys.readouterr().out
-    assert code == main_job.EXIT_CRASH
+    assert code == exits.EXIT_CRASH
     assert ("engine crashed at step 1: IndexError: index out of range in self" in out)
     assert ("  SG301 would stop this at the boundary, but it reads array values and the "
             "depth is metadata: rerun with --depth full\n") in out
@@ -122,7 +122,7 @@ def test_warn_mode_summary_counts_repeats_it_did_not_log(capsys):
     """Under warn, the summary says how many repeats of a logged violation were only counted."""
     code = main([*SMALL_RUN, "--fault", "stale-drafts", "--contracts", "warn"])
     out = capsys.readouterr().out
-    assert code == main_job.EXIT_OK
+    assert code == exits.EXIT_OK
     assert contracts.STATS.repeats_not_logged > 0
     assert f"({contracts.STATS.repeats_not_logged} repeats counted, not logged)" in out
 
@@ -131,6 +131,6 @@ def test_sentinel_fault_is_stopped_at_the_default_depth(capsys):
     """The vLLM seed's -1 is SG301 at the boundary with the default depth, not a crash."""
     code = main([*SMALL_RUN, "--fault", "sentinel-to-embedding", "--depth", "essential"])
     out = capsys.readouterr().out
-    assert code == main_job.EXIT_VIOLATION
+    assert code == exits.EXIT_VIOLATION
     assert "SG301 no sentinel reaches an embedding" in out
     assert "engine crashed" not in out

@@ -122,7 +122,7 @@ HOSTILE_ARRAYS: dict[str, Callable[[Any, ArrayField], Any]] = {
     "set": lambda v, s: {0, 1},
     "int": lambda v, s: 3,
     "float": lambda v, s: float("nan"),
-    "memoryview": lambda v, s: memoryview(np.ascontiguousarray(_host(v))),
+    "memoryview": lambda v, s: np.ascontiguousarray(_host(v)).data,
     "float64 ids": _cast(np.float64, torch.float64),
     "float ids with NaN": _with_nan,
     "float16 ids": _cast(np.float16, torch.float16),

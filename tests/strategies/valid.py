@@ -186,7 +186,7 @@ def draft_tokens(draw: Draw, min_seqs: int = 0, max_seqs: int = MAX_SEQS, **_: i
     d, mtp_k = draw(_counts(min_seqs, max_seqs)), draw(st.integers(1, 8))
     vocab = draw(_vocab_sizes())
     counts = np.where(_pattern_rows(draw, rng, d), 0, rng.integers(1, mtp_k + 1, d))
-    _, fill = _placeholder(draw, rng, d, vocab)
+    fill = _placeholder(draw, rng, d, vocab)[1]
     fill = np.where((fill >= 0) & (fill < vocab), fill, 0)
     values = {
         "mtp_k": mtp_k, "vocab_size": vocab,
@@ -203,8 +203,10 @@ def verify_outputs(draw: Draw, min_seqs: int = 0, **_: int) -> Case:
     rng = seeded_rng(draw)
     d, mtp_k, vocab = draw(_counts(min_seqs)), draw(st.integers(1, 8)), draw(_vocab_sizes())
     kind = draw(st.sampled_from(("none", "all", "random")))
-    accepted = {"none": np.zeros(d, dtype=np.int64), "all": np.full(d, mtp_k, dtype=np.int64)}
-    num_accepted = accepted.get(kind, rng.integers(0, mtp_k + 1, d))
+    accepted: dict[str, np.ndarray] = {"none": np.zeros(d, dtype=np.int64),
+                                       "all": np.full(d, mtp_k, dtype=np.int64)}
+    drawn: np.ndarray = rng.integers(0, mtp_k + 1, d)
+    num_accepted = accepted.get(kind, drawn)
     tokens = rng.integers(0, vocab, (d, mtp_k + 1))
     tokens[np.arange(mtp_k + 1)[None, :] > num_accepted[:, None]] = contracts.PLACEHOLDER
     values = {

@@ -331,7 +331,7 @@ def _context_lens(batch: Any, is_decode: np.ndarray, links: StepLinks,
         rows = links.prev_rows
         at = np.maximum(rows, 0)
         was_prefill = (rows >= 0) & ~previous.is_decode[at]
-        advance = previous.advance[at]
+        advance = np.asarray(previous.advance)[at]  # the tracker's state is on the host
         known = (rows >= 0) & previous.is_decode[at] & (advance >= 1)
         rejected[was_prefill] = 0
         rejected[known] = mtp_k - (advance[known] - 1)

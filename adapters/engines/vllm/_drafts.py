@@ -33,7 +33,8 @@ def draft_tokens(order: Sequence[str], drafts: Mapping[Any, Any], *, mtp_k: int,
     if rows is None:
         position = dict(zip(order, range(len(order)), strict=True))
         decode = sorted(position[r] for r in drafts if r in position)
-        listed_by = {position.get(r, r): _real(d, placeholders) for r, d in drafts.items()}
+        listed_by: dict[Any, Any] = {  # an id not in the batch stays, for the contract to name
+            position.get(r, r): _real(d, placeholders) for r, d in drafts.items()}
         with DeliveryContext(names=order):
             return DraftTokens.from_mapping(
                 decode, listed_by, mtp_k=mtp_k, vocab_size=vocab_size, placeholder=0)

@@ -78,7 +78,7 @@ class Installation:
     """The view the checks go through (its tracker carries state from step to step)."""
     version: str
     """The vLLM release the runner is read as."""
-    shape: RunnerShape | None = None
+    shape: RunnerShape
     """What install() read off the runner's code."""
     step: VllmStep | None = None
     """The step in flight: set by ``_update_states``, read by the later checks."""

@@ -244,7 +244,7 @@ class VllmView:
 
         Returns None for a step without drafts (a single column has nothing to verify).
         """
-        shape = tuple(getattr(sampled_token_ids, "shape", ()))
+        shape: tuple[Any, ...] = tuple(getattr(sampled_token_ids, "shape", ()))
         if len(shape) == 2 and shape[1] == 1:
             return None
         accepted = (sampled_token_ids != PLACEHOLDER).sum(1) - 1 if len(shape) == 2 else None
