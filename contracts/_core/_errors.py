@@ -8,8 +8,10 @@ settings or an unreadable file::
     ├── ContractViolation (ValueError)    a boundary object broke one or more rules
     │   └── DeferredViolation             a device-side verdict read one step late
     ├── ConfigError (ValueError)          a bad mode, depth or environment value
-    └── SnapshotError (ValueError)        a violation snapshot that cannot be read
-                                          (specguard.adapters: snapshots live there)
+    ├── SnapshotError (ValueError)        a violation snapshot that cannot be read
+    │                                     (specguard.adapters: snapshots live there)
+    └── UnsupportedEngine                 an engine runner an installer cannot read
+                                          (specguard.adapters: every engine's installer)
 
 A :class:`ContractViolation` carries ``violations``: the structured records behind its
 message. The two violation exceptions are raised in one place, the delivery of

@@ -142,3 +142,15 @@ def test_engines_know_the_neutral_adapters_and_not_each_other():
             wrong += [f"{path.relative_to(ROOT)} imports {m}" for m in _imported(path)
                       if any(m == o or m.startswith(o + ".") for o in others)]
     assert wrong == []
+
+
+def test_the_error_tree_drawn_in_the_root_docstring_names_every_exception():
+    """The tree in contracts/_core/_errors.py lists every SpecguardError subclass."""
+    from specguard.adapters import SnapshotError
+    from specguard.contracts._core import _errors
+
+    tree = _errors.__doc__ or ""
+    for cls in (contracts.ContractViolation, contracts.DeferredViolation,
+                contracts.ConfigError, SnapshotError, UnsupportedEngine):
+        assert issubclass(cls, contracts.SpecguardError)
+        assert f"── {cls.__name__}" in tree, cls.__name__

@@ -16,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from specguard import contracts
-from specguard.contracts._boundaries import draft_tokens as module
+from specguard.contracts._boundaries import _dense_rows as module
 
 DT = contracts.DraftTokens
 K, VOCAB = 3, 50
