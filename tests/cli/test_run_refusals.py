@@ -1,0 +1,54 @@
+"""``specguard run`` refuses what the machine cannot do, in one line, exit 2, before any
+rank or engine starts."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from specguard.cli import main
+from specguard.runner import main_job
+
+
+def _refused(capsys, *argv: str) -> str:
+    assert main(["run", "--no-progress", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err  # one line
+    return err.strip()
+
+
+def test_more_ranks_than_the_machine_holds_are_refused(capsys, monkeypatch):
+    monkeypatch.setattr(main_job.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(main_job, "_available_memory", lambda: 64 * 2**30)
+    assert _refused(capsys, "--dp", "100000") == (
+        "specguard run: --dp 100000 is more ranks than this machine can hold (this machine "
+        "has 2 cores, at most 8 ranks each): use --dp 16 or fewer")
+    monkeypatch.setattr(main_job, "_available_memory", lambda: 2 * 2**30)
+    assert _refused(capsys, "--dp", "12") == (
+        "specguard run: --dp 12 is more ranks than this machine can hold (each rank holds "
+        "about 512 MiB and 2.0 GiB are available): use --dp 4 or fewer")
+
+
+def test_ranks_the_machine_holds_are_not_refused_by_the_bound(monkeypatch):
+    monkeypatch.setattr(main_job.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(main_job, "_available_memory", lambda: 64 * 2**30)
+    assert main_job._ranks_problem(16) is None and main_job._ranks_problem(17) is not None
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "NaN", "Infinity", "0", "-1", "-0.5"])
+def test_a_dp_timeout_that_is_not_a_positive_finite_number_is_refused(capsys, value):
+    err = _refused(capsys, "--dp", "2", f"--dp-timeout={value}")
+    assert err == ("specguard run: --dp-timeout must be a positive, finite number of "
+                   f"seconds, got {float(value)}")
+
+
+@given(st.floats(allow_nan=True, allow_infinity=True).filter(
+    lambda x: not (math.isfinite(x) and x > 0)))
+def test_no_non_positive_or_non_finite_timeout_reaches_a_rank(value):
+    """Every such number is a usage error, never a traceback from a rank."""
+    settings = main_job.JobSettings(dp=2, dp_timeout=value)
+    problem = main_job._usage_error(settings)
+    assert problem is not None and problem.startswith("--dp-timeout must be a positive")
