@@ -422,10 +422,23 @@ def _check_array(walk: _Walk, spec: ArrayField, value: Any) -> None:
     name = dtype_name(value)
     if name not in spec.dtypes:
         allowed = "|".join(sorted(spec.dtypes))
-        walk.fail("SG002", Finding(f"expected dtype {allowed}, got {describe(value)}",
-                                   spec.name, expected=allowed, actual=name))
+        reason = f"expected dtype {allowed}, got {describe(value)}"
+        native = _native_name(value)
+        if native is not None and native in spec.dtypes:
+            # The values are right and the width too: the byte order is what differs.
+            reason += (f": it is {native} in the other byte order ({name}); the checks and "
+                       f"the engines read native-endian arrays (use .astype('{native}'))")
+        walk.fail("SG002", Finding(reason, spec.name, expected=allowed, actual=name))
         return
     _check_axes(walk, spec, value)
+
+
+def _native_name(value: Any) -> str | None:
+    """The dtype name of a numpy array's non-native-endian dtype in native order, or None."""
+    dtype = getattr(value, "dtype", None)
+    if not isinstance(dtype, np.dtype) or dtype.byteorder not in (">", "<") or dtype.isnative:
+        return None
+    return str(dtype.newbyteorder("="))
 
 
 def metadata_findings(
