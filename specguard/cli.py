@@ -53,13 +53,16 @@ def _main(argv: Sequence[str] | None) -> int:
 def _parser() -> argparse.ArgumentParser:
     from specguard._cli import bench, check, docs, faults, rules, run
 
-    summary = (__doc__ or "").partition("\n")[0]
+    # The docstring is reST; a terminal shows plain text.
+    summary = (__doc__ or "").partition("\n")[0].replace("``", "")
     parser = argparse.ArgumentParser(prog="specguard", description=summary)
     parser.add_argument("--version", action="version", version=f"specguard {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, module in (("run", run), ("rules", rules), ("faults", faults),
                          ("check", check), ("bench", bench), ("docs", docs)):
-        sub = commands.add_parser(name, help=module.HELP, description=module.HELP)
+        sub = commands.add_parser(name, help=module.HELP, description=module.HELP,
+                                  epilog=getattr(module, "EPILOG", None),
+                                  formatter_class=argparse.RawDescriptionHelpFormatter)
         sub.set_defaults(command_module=module)
         module.add_arguments(sub)
     return parser
@@ -78,6 +81,18 @@ def _settings_problem() -> str | None:
         if any(cls.__name__ == "ConfigError" for cls in type(error).__mro__):
             return str(error)
         raise
+    from specguard.contracts import ConfigError
+
+    if os.environ.get("SPECGUARD_VLLM_VERSION", "").strip():  # read as the vLLM plugin does
+        from specguard.adapters.engines.vllm.release import release_from_environment
+
+        try:
+            release_from_environment()
+        except ConfigError as error:
+            return str(error)
+    docs = os.environ.get("SPECGUARD_DOCS_URL", "").strip()
+    if (docs and not docs.startswith(("https://", "http://"))) or any(c.isspace() for c in docs):
+        return f"SPECGUARD_DOCS_URL must be an http(s) URL of the docs site; got {docs!r}"
     return None
 
 

@@ -19,9 +19,14 @@ from typing import Any
 from specguard.adapters import snapshots
 from specguard.contracts import Violation, format_report
 
-__all__ = ["HELP", "add_arguments", "printable", "run"]
+__all__ = ["EPILOG", "HELP", "add_arguments", "printable", "run"]
 
 HELP = "re-validate a violation snapshot and print the report"
+EPILOG = """exit status:
+  0  the object is clean: no rule is broken
+  1  the object breaks one or more rules (the report lists them)
+  2  the file cannot be read as a snapshot (missing, not a regular file, not valid),
+     or bad options or SPECGUARD_* settings"""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

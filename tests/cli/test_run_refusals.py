@@ -52,3 +52,32 @@ def test_no_non_positive_or_non_finite_timeout_reaches_a_rank(value):
     settings = main_job.JobSettings(dp=2, dp_timeout=value)
     problem = main_job._usage_error(settings)
     assert problem is not None and problem.startswith("--dp-timeout must be a positive")
+
+
+@pytest.mark.parametrize(("variable", "value", "message"), [
+    ("SPECGUARD_VLLM_VERSION", "latest", "specguard: SPECGUARD_VLLM_VERSION: 'latest' is not a "
+     "vLLM version (expected X.Y.Z, optionally with rc, dev, post or +local parts)"),
+    ("SPECGUARD_DOCS_URL", "docs/rules.md", "specguard: SPECGUARD_DOCS_URL must be an http(s) "
+     "URL of the docs site; got 'docs/rules.md'"),
+])
+def test_engine_and_docs_settings_are_validated_like_the_others(capsys, monkeypatch, variable,
+                                                                value, message):
+    monkeypatch.setenv(variable, value)
+    assert main(["rules"]) == 2
+    assert capsys.readouterr().err.strip() == message
+    monkeypatch.setenv(variable, "0.24.0rc1" if variable == "SPECGUARD_VLLM_VERSION"
+                       else "https://docs.example.org/specguard/")
+    assert main(["rules"]) == 0
+
+
+def test_help_texts_are_plain_and_check_lists_its_exit_codes(capsys):
+    for argv in (["--help"], ["check", "--help"], ["run", "--help"]):
+        with pytest.raises(SystemExit):
+            main(argv)
+        out = capsys.readouterr().out
+        assert "``" not in out
+    with pytest.raises(SystemExit):
+        main(["check", "--help"])
+    out = capsys.readouterr().out
+    assert "exit status:\n  0  the object is clean" in out
+    assert "  1  the object breaks one or more rules" in out and "\n  2  " in out
