@@ -106,6 +106,8 @@ class RankEngine(Engine):
         """The rows gathered for the latest checked step."""
         self.agreement_seconds = 0.0
         """Time spent gathering and checking the rows (the contracts' collective)."""
+        self.agreements = 0
+        """Steps whose gathered rows every cross-rank rule passed."""
         self.stopped_at: int | None = None
         """The group step in which this rank's own check stopped it, once one has."""
         self._done = False
@@ -183,6 +185,7 @@ class RankEngine(Engine):
             self.rows = CLOCK.checking(self.group.gather_rows, row.row(slots))
             self._joined.add("rows")
             CLOCK.checking(check_ranks, self.rows)
+            self.agreements += 1
         finally:
             self.agreement_seconds += time.perf_counter() - start
 
@@ -275,6 +278,8 @@ class RankOutcome:
     """The rows gathered at its last checked step."""
     agreement_seconds: float = 0.0
     """Time in the contracts' collective: gathering and checking the rows."""
+    agreements: int = 0
+    """Steps whose gathered rows every cross-rank rule (SG701-SG706) passed."""
 
 
 def serve(engine: RankEngine, requests: Sequence[Request]) -> RankOutcome:
@@ -290,7 +295,8 @@ def serve(engine: RankEngine, requests: Sequence[Request]) -> RankOutcome:
         return RankOutcome(rank, CRASHED, engine.group_step, stats=engine.stats,
                            report=f"{type(error).__name__}: {error}", rows=engine.rows)
     return RankOutcome(rank, FINISHED, engine.group_step, result.outputs, result.stats,
-                       rows=engine.rows, agreement_seconds=engine.agreement_seconds)
+                       rows=engine.rows, agreement_seconds=engine.agreement_seconds,
+                       agreements=engine.agreements)
 
 
 _PR_SET_PDEATHSIG = 1

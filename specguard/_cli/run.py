@@ -272,8 +272,39 @@ def _print_summary(outcome: JobOutcome) -> None:
     if finished and start.mode is not contracts.Mode.OFF:
         rows.append(("contract time", f"{stats.contract_seconds * 1e3:.1f} ms, "
                                       f"{stats.contract_share:.2%} of step time"))
+    agreed = _rank_agreement(outcome)
+    if agreed is not None:
+        rows.append(("ranks agreed", agreed))
     for label, value in rows:
         print(f"  {label + ':':<17} {value}")
+    hint = _next_step(outcome)
+    if hint:
+        print(hint)
+
+
+def _rank_agreement(outcome: JobOutcome) -> str | None:
+    """``--dp N``: that the cross-rank rules ran, on how many steps, and agreed."""
+    from specguard.runner.data_parallel import FINISHED
+
+    start = outcome.start
+    if not outcome.ranks or start is None or start.mode is contracts.Mode.OFF:
+        return None
+    if any(o.status != FINISHED for o in outcome.ranks):
+        return None
+    steps = min(o.agreements for o in outcome.ranks)
+    return (f"{steps} steps checked across {len(outcome.ranks)} ranks (SG701-SG706), "
+            "every one in agreement")
+
+
+def _next_step(outcome: JobOutcome) -> str | None:
+    """What to try next, after a clean run."""
+    start = outcome.start
+    if not outcome.completed or start is None or outcome.ending is not Ending.FINISHED:
+        return None
+    if start.fault is None:
+        return ("next: specguard run --fault compact-draft-rows (a real bug, stopped at the "
+                "boundary); specguard faults lists the others")
+    return None
 
 
 def _unlogged(repeats: int) -> str:

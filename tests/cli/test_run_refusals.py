@@ -81,3 +81,25 @@ def test_help_texts_are_plain_and_check_lists_its_exit_codes(capsys):
     out = capsys.readouterr().out
     assert "exit status:\n  0  the object is clean" in out
     assert "  1  the object breaks one or more rules" in out and "\n  2  " in out
+
+
+def test_a_clean_run_ends_with_a_next_step(capsys):
+    assert main(["run", "--no-progress", "--requests", "4", "--max-tokens", "8"]) == 0
+    out = capsys.readouterr().out
+    assert out.rstrip().splitlines()[-1] == (
+        "next: specguard run --fault compact-draft-rows (a real bug, stopped at the "
+        "boundary); specguard faults lists the others")
+
+
+def test_a_data_parallel_summary_says_the_cross_rank_rules_ran_and_agreed(capsys):
+    assert main(["run", "--no-progress", "--dp", "2", "--requests", "4",
+                 "--max-tokens", "8"]) == 0
+    out = capsys.readouterr().out
+    line = next(row for row in out.splitlines() if row.startswith("  ranks agreed:"))
+    steps = int(line.split()[2])
+    assert steps > 0
+    assert line == (f"  ranks agreed:     {steps} steps checked across 2 ranks (SG701-SG706), "
+                    "every one in agreement")
+    assert main(["run", "--no-progress", "--dp", "2", "--requests", "4", "--max-tokens",
+                 "8", "--contracts", "off"]) == 0
+    assert "ranks agreed" not in capsys.readouterr().out  # nothing ran: nothing claimed
