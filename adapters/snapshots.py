@@ -126,6 +126,19 @@ _KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
           (stat.S_ISBLK, "a block device"))
 
 
+def _kind_of(mode: int) -> str:
+    return next((name for test, name in _KINDS if test(mode)), "not a file")
+
+
+def _kind(path: Path) -> str | None:
+    """What ``path`` is when it exists and is not a regular file, else None."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None
+    return None if stat.S_ISREG(mode) else _kind_of(mode)
+
+
 def _read_bytes(path: Path) -> bytes:
     """The file's bytes, from a regular file only: anything else (a FIFO, a device, a
     directory) is refused before a byte is read, so nothing can block the reader. The
@@ -135,14 +148,15 @@ def _read_bytes(path: Path) -> bytes:
     try:
         descriptor = os.open(path, flags)
     except OSError as error:
-        if Path(path).is_dir():
-            raise SnapshotError(f"snapshot {path} is not a regular file (a directory)") \
-                from None
+        kind = _kind(path)
+        if kind is not None:  # a socket cannot even be opened; a directory may not be
+            raise SnapshotError(f"snapshot {path} is not a regular file ({kind}): specguard "
+                                "check reads snapshot files only") from None
         raise SnapshotError(f"cannot read snapshot {path}: {error.strerror or error}") from None
     try:
         mode = os.fstat(descriptor).st_mode
         if not stat.S_ISREG(mode):
-            kind = next((name for test, name in _KINDS if test(mode)), "not a file")
+            kind = _kind_of(mode)
             raise SnapshotError(f"snapshot {path} is not a regular file ({kind}): "
                                 "specguard check reads snapshot files only")
         if hasattr(os, "set_blocking"):

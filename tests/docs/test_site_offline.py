@@ -109,3 +109,16 @@ def test_long_messages_wrap_and_wide_tables_scroll(site):
     assert "white-space: nowrap" in names
     index = (site / "index.html").read_text(encoding="utf-8")
     assert 'href="stylesheets/specguard.css"' in index
+
+
+def test_a_site_built_without_its_url_names_no_local_server(monkeypatch):
+    """Without SPECGUARD_SITE_URL the site has no address (no canonical link, an empty
+    sitemap), rather than one pointing readers at 127.0.0.1; with it, the address is its."""
+    from mkdocs.config import load_config
+
+    root = Path(__file__).resolve().parents[2]
+    monkeypatch.delenv("SPECGUARD_SITE_URL", raising=False)
+    assert load_config(str(root / "mkdocs.yml"))["site_url"] is None
+    monkeypatch.setenv("SPECGUARD_SITE_URL", "https://docs.example.org/specguard/")
+    assert load_config(str(root / "mkdocs.yml"))["site_url"] == \
+        "https://docs.example.org/specguard/"
