@@ -43,5 +43,23 @@ def packages(root: Path = ROOT) -> list[str]:
     return sorted(found)
 
 
+def project_urls(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The wheel's Project-URLs, from where its docs site is published.
+
+    The same variable the site is built with (``SPECGUARD_SITE_URL``, see mkdocs.yml)
+    names the docs, the changelog page and the rule catalogue of the release build; a
+    build without it carries none rather than an address that was never published.
+    """
+    import os
+
+    site = (environ if environ is not None else dict(os.environ)).get(
+        "SPECGUARD_SITE_URL", "").strip()
+    if not site.startswith(("https://", "http://")):
+        return {}
+    site = site if site.endswith("/") else site + "/"
+    return {"Documentation": site, "Changelog": f"{site}changelog/",
+            "Rules": f"{site}rules/"}
+
+
 if __name__ == "__main__":  # how setuptools runs it; tests import packages() alone
-    setup(packages=packages())
+    setup(packages=packages(), project_urls=project_urls())
