@@ -206,7 +206,7 @@ def _phases(batch: ScheduledBatch, values: ValueChecks) -> Finding | None:
 
 @rule("SG108", "draft token ids are valid vocabulary ids",
       boundary=Boundary.SCHEDULE, applies_to=("ScheduledBatch", "DraftTokens", "DrafterOutput"),
-      fields={"draft_token_ids", "vocab_size", "draft_placeholder"},
+      fields={"draft_token_ids", "vocab_size", "draft_placeholder"}, depth=Depth.ESSENTIAL,
       bug="vLLM #37629/#40768: stale -1 draft placeholders reaching F.embedding.")
 def _draft_ids(obj: Any, values: ValueChecks) -> Finding | None:
     """Draft slots are fed to the target model and read back as the drafts to verify.

@@ -400,3 +400,35 @@ def test_atom_block_size_4_with_mtp_k_4_leaves_the_table_one_block_short():
             "empty or ends before the context does {mtp_k=4, num_decode=2, num_tokens=10, "
             "num_seqs=2, max_blocks=3}")
         assert replay(corpus, depth="essential") == []
+
+
+@pytest.mark.parametrize("version", ["80b5b02be", "042e8f1c0", "ffdf3bb5d"])
+def test_a_minus_one_in_a_draft_row_the_runner_reads_is_caught_by_default(version):
+    """The seed rule on ATOM's path: a draft row the runner reads from the host goes to
+    the verify forward's embedding, so a -1 there is SG108 at the default depth, naming
+    a decode seq and its batch position. The recording itself is clean at that depth,
+    and a step whose rows the runner does not read raises nothing for them."""
+    corpus = _corpus(version, "new-and-deferred")
+    assert replay(corpus, depth="essential") == []
+    caught = []
+    for index, fields in _schedules(corpus):
+        rows = np.asarray(fields.get("scheduled_spec_decode_tokens", []))
+        decode = int(fields["total_seqs_num_decode"])
+        if not decode or rows.ndim != 2 or rows.shape[0] == 0:
+            continue
+        view = _view(corpus)
+        assert replay(corpus, view, upto=index, depth="essential") == []
+        poisoned = rows.copy()
+        poisoned[:, 0] = -1
+        bad = types.SimpleNamespace(**{**fields, "scheduled_spec_decode_tokens": poisoned})
+        with contracts.checking(depth="essential"):
+            try:
+                view((bad, {}))
+            except contracts.ContractViolation as error:
+                caught.extend(error.violations)
+    assert caught, "no step of the recording has a host draft row the runner reads"
+    first_decode = {int(f["total_seqs_num_prefill"]) for _, f in _schedules(corpus)}
+    for violation in caught:
+        assert violation.code == "SG108"
+        assert violation.position is not None and violation.position >= min(first_decode)
+        assert "is -1 (expected 0 <= id < vocab_size=" in violation.format()

@@ -29,17 +29,30 @@ def test_the_essential_rules_are_the_seed_rules():
     draft-row owner rule run by default."""
     essential = {code for code, rule in contracts.REGISTRY.items()
                  if rule.depth is contracts.Depth.ESSENTIAL}
-    assert essential == {"SG115", "SG301", "SG628"}
+    assert essential == {"SG108", "SG115", "SG301", "SG628"}
     assert all(contracts.REGISTRY[code].check is not None for code in essential)
 
 
-def test_full_depth_rules_wait_for_full():
-    """A -1 draft placeholder (SG108, full depth) passes by default and fails at full."""
+def test_a_minus_one_draft_is_caught_by_default():
+    """A -1 in a draft row the runner reads (SG108) is the seed bug: caught by default,
+    not only at full depth; metadata depth reads no value."""
     bad: dict[str, Any] = {"draft_token_ids": np.array([[5, 6], [7, -1], [0, 0]])}
+    with contracts.checking(depth="metadata"):
+        build(contracts.ScheduledBatch, **bad)
+    with pytest.raises(contracts.ContractViolation) as caught:
+        build(contracts.ScheduledBatch, **bad)
+    assert caught.value.codes == ("SG108",)
+    assert caught.value.violations[0].position == 2  # decode row 1, after the two prefills
+
+
+def test_full_depth_rules_wait_for_full():
+    """A scheduled token id past the vocabulary (SG112, full depth) passes by default and
+    fails at full."""
+    bad: dict[str, Any] = {"token_ids": np.array([1] * 14 + [999])}
     build(contracts.ScheduledBatch, **bad)
     with contracts.checking(depth="full"), pytest.raises(contracts.ContractViolation) as caught:
         build(contracts.ScheduledBatch, **bad)
-    assert caught.value.codes == ("SG108",)
+    assert caught.value.codes == ("SG112",)
 
 
 @pytest.mark.parametrize("cls", [contracts.ModelInput, contracts.DrafterInput],
