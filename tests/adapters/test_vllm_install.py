@@ -403,20 +403,7 @@ def test_plugin_patches_the_runner_module_when_vllm_imports_it(
     its GPUModelRunner so that each new runner is installed, for the release vLLM reads as."""
     monkeypatch.setenv("SPECGUARD_MODE", "strict")
     monkeypatch.delenv("SPECGUARD_VLLM_VERSION", raising=False)
-    parts = module_name.split(".")
-    folder = tmp_path
-    for part in parts[:-1]:
-        folder = folder / part
-        folder.mkdir(exist_ok=True)
-        (folder / "__init__.py").write_text("")
-    (tmp_path / "vllm" / "__init__.py").write_text(f'__version__ = "{release}"\n')
-    (folder / f"{parts[-1]}.py").write_text(textwrap.dedent(
-        source.format(tests=str(Path(__file__).parent))))
-    monkeypatch.syspath_prepend(str(tmp_path))
-    saved = {name: module for name, module in sys.modules.items()
-             if name == "vllm" or name.startswith("vllm.")}
-    for name in saved:
-        monkeypatch.delitem(sys.modules, name)
+    saved = _fake_vllm(tmp_path, monkeypatch, module_name, source, release)
     finders = list(sys.meta_path)
     try:
         vllm_plugin.register()
@@ -427,10 +414,7 @@ def test_plugin_patches_the_runner_module_when_vllm_imports_it(
         installation = installation_of(runner)
         assert installation is not None and installation.version == release
     finally:
-        sys.meta_path[:] = finders
-        for name in [n for n in sys.modules if n == "vllm" or n.startswith("vllm.")]:
-            del sys.modules[name]
-        sys.modules.update(saved)
+        _forget_vllm(saved, finders)
 
 
 def test_importing_specguard_imports_neither_vllm_nor_the_runner():

@@ -8,10 +8,10 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from waiting import wait_for
 
 pytest.importorskip("mkdocs")
 pytest.importorskip("material")
@@ -55,14 +55,6 @@ def _listening(port: int) -> bool:
         return probe.connect_ex(("127.0.0.1", port)) == 0
 
 
-def _wait(condition, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.1)
-    return condition()
-
 
 def test_sigterm_to_docs_serve_stops_the_server_and_frees_the_port(tiny_site):
     port = _free_port()
@@ -72,10 +64,10 @@ def test_sigterm_to_docs_serve_stops_the_server_and_frees_the_port(tiny_site):
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=_environment(),
         start_new_session=True)
     try:
-        assert _wait(lambda: _listening(port), 90), "the site was never served"
+        assert wait_for(lambda: _listening(port), 90), "the site was never served"
         command.send_signal(signal.SIGTERM)
         assert command.wait(timeout=30) == 128 + signal.SIGTERM
-        assert _wait(lambda: not _listening(port), 10), "mkdocs serve outlived specguard docs"
+        assert wait_for(lambda: not _listening(port), 10), "mkdocs serve outlived specguard docs"
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(command.pid, signal.SIGKILL)

@@ -7,10 +7,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from waiting import wait_for
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
                                 reason="reads the process table from /proc")
@@ -39,14 +39,6 @@ def _alive(pid: int) -> bool:
     return stat[stat.rindex(")") + 2] != "Z"  # a zombie has ended; nobody reaped it yet
 
 
-def _wait(condition, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.1)
-    return condition()
-
 
 @pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGKILL], ids=["sigterm", "sigkill"])
 def test_ranks_die_with_their_launcher(how):
@@ -56,11 +48,11 @@ def test_ranks_die_with_their_launcher(how):
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     ranks: list[int] = []
     try:
-        assert _wait(lambda: len(_children(launcher.pid)) >= 2, 120), "no ranks started"
+        assert wait_for(lambda: len(_children(launcher.pid)) >= 2, 120), "no ranks started"
         ranks = [pid for pid in _children(launcher.pid) if _alive(pid)]
         os.kill(launcher.pid, how)
         launcher.wait(timeout=60)
-        assert _wait(lambda: not any(_alive(pid) for pid in ranks), 20), \
+        assert wait_for(lambda: not any(_alive(pid) for pid in ranks), 20), \
             f"ranks {[p for p in ranks if _alive(p)]} outlived their launcher"
     finally:
         for pid in [launcher.pid, *ranks]:
