@@ -2,13 +2,13 @@
 
 ::
 
-    from specguard.adapters import atom_install
+    from specguard.adapters import atom_installed, install_atom, uninstall_atom
 
-    view = atom_install.install(runner)          # runner: ATOM's ModelRunner, in its worker
+    view = install_atom(runner)          # runner: ATOM's ModelRunner, in its worker
     ...
-    atom_install.uninstall(runner)
+    uninstall_atom(runner)
 
-    with atom_install.installed(runner, layout="pre-1771"):   # or scoped
+    with atom_installed(runner, layout="pre-1771"):   # or scoped
         ...
 
 What is wrapped, on the instance only (the class, other runners and ATOM's code are left

@@ -2,13 +2,13 @@
 
 ::
 
-    from specguard.adapters import vllm_install
+    from specguard.adapters import install_vllm, uninstall_vllm, vllm_installed
 
-    vllm_install.install(runner)          # runner: vLLM's GPUModelRunner, after __init__
+    install_vllm(runner)          # runner: vLLM's GPUModelRunner, after __init__
     ...
-    vllm_install.uninstall(runner)
+    uninstall_vllm(runner)
 
-    with vllm_install.installed(runner):  # the same, for a block
+    with vllm_installed(runner):  # the same, for a block
         ...
 
 ``install`` wraps three methods of that one runner object (its class is left alone):
