@@ -14,8 +14,9 @@ previous step only) and feeds each relation to a rule (SG601-SG607)::
         tracker.verified(verify_output)      # rows follow the batch, accepted <= drafts
         tracker.drafted(drafter_output)      # rows follow the batch; drafts remembered
 
-Relations are value checks: they run at ``depth="full"``. Values on an accelerator are
-read only under ``device_values="sync"``; otherwise the seqs concerned are not checked.
+Relations are value checks: they run whenever value rules do (the default depth and
+full). Values on an accelerator are read only under ``device_values="sync"``; otherwise
+the seqs concerned are not checked.
 """
 
 from __future__ import annotations
@@ -142,7 +143,7 @@ class StepTracker:
             self._previous = self._current.state()
             self._previous_lookup = self._current.lookup
             self._current = None
-            if current_config().depth is Depth.FULL:
+            if current_config().depth is not Depth.METADATA:
                 _remember(self._memory, self._previous)
         return self._previous
 
@@ -181,7 +182,7 @@ class StepTracker:
         if current_config().mode is Mode.OFF or plan is None or not plan.is_sound():
             self.reset()
             return StepLinks(np.zeros(0, dtype=np.int64))
-        full = current_config().depth is Depth.FULL
+        full = current_config().depth is not Depth.METADATA  # value rules run
         if not full:
             self._memory.clear()  # progress seen at metadata depth is not remembered
         links = self.links(plan.seq_ids)
@@ -220,9 +221,10 @@ class StepTracker:
 
     def verified(self, out: VerifyOutput) -> None:
         """Check the verifier's rows against the step in flight; remember accepted counts
-        and, at full depth, the tokens each row emitted (what a recompute must re-feed)."""
+        and, whenever value rules run, the tokens each row emitted (what a recompute must
+        re-feed)."""
         self.verify_rows(out.seq_ids, out.num_accepted)
-        if current_config().depth is Depth.FULL:
+        if current_config().depth is not Depth.METADATA:
             self.record_emitted(out.seq_ids, out.token_ids, out.num_accepted)
 
     def record_emitted(self, seq_ids: Any, token_ids: Any, num_accepted: Any) -> None:
@@ -257,7 +259,7 @@ class StepTracker:
         else at such a position (a placeholder where the prefill's sample belongs) is SG608.
         """
         step = self._current
-        if step is None or current_config().depth is not Depth.FULL:
+        if step is None or current_config().depth is Depth.METADATA:
             return
         ids, tokens = host_array(seq_ids), host_array(token_ids)
         keep = host_array(kept) if kept is not None else None
@@ -285,7 +287,7 @@ class StepTracker:
             return
         plan = step.plan
         decode = np.flatnonzero(plan.is_decode)
-        if current_config().depth is Depth.FULL:
+        if current_config().depth is not Depth.METADATA:
             build(VerifyRows, {
                 "batch_ids": plan.seq_ids[decode], "positions": decode,
                 "num_drafts": plan.num_drafts, "seq_ids": ids, "num_accepted": accepted,
@@ -316,7 +318,7 @@ class StepTracker:
             return
         if drafts.ndim != 2 or drafts.shape[0] != ids.shape[0]:
             return
-        if current_config().depth is Depth.FULL:
+        if current_config().depth is not Depth.METADATA:
             build(DraftRows, {"batch_ids": step.plan.seq_ids, "seq_ids": ids},
                   state=self._previous, names=names)
         if drafts.shape[1] != step.plan.mtp_k or not np.issubdtype(drafts.dtype, np.integer):

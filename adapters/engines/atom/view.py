@@ -199,7 +199,7 @@ class AtomView:
             "seq_ids": _ids(_read(batch, "req_ids")), "draft_token_ids": draft_token_ids})
         if self.tracker is not None:
             self.tracker.drafted(out)
-            if next_token_ids is not None and current_config().depth is Depth.FULL:
+            if next_token_ids is not None and current_config().depth is not Depth.METADATA:
                 kept = _kept_samples(batch, self.block_size)
                 if kept is not None:
                     self.tracker.record_sampled(out.seq_ids, next_token_ids, kept)

@@ -209,7 +209,7 @@ class VllmView:
                                    functools.partial(_schedule_fields, scheduler_output, req_ids))
             return kept.run(self._read_entries, scheduler_output, order, counts, drafts)
 
-        if self.tracker is None and current_config().depth is not Depth.FULL:
+        if self.tracker is None and current_config().depth is Depth.METADATA:
             check_keys(scheduler_output, order, counts, drafts, ordered=req_ids is None)
             return VllmStep(order, np.arange(len(order)), read, width)
         entries = read()
@@ -254,8 +254,8 @@ class VllmView:
             "seq_ids": arange_like(sampled_token_ids, rows_of(sampled_token_ids)),
             "token_ids": sampled_token_ids, "num_accepted": accepted}, names=step.req_ids)
         if accepted is None or (self.tracker is None
-                                and current_config().depth is not Depth.FULL):
-            return out  # the rows against the step's drafts are full-depth rules
+                                and current_config().depth is Depth.METADATA):
+            return out  # the rows against the step's drafts are value rules
         host = host_array(accepted)
         if host is not None:
             positions = np.arange(len(step.req_ids))
