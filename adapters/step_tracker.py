@@ -29,7 +29,7 @@ import numpy as np
 
 from specguard.adapters._build import build
 from specguard.adapters._host import host_array
-from specguard.adapters._seq_memory import SeqMemory
+from specguard.adapters._seq_memory import DEFAULT_MAX_BYTES, SeqMemory
 from specguard.adapters._step_plan import UNKNOWN, IdLookup, StepLinks, StepPlan, rows_in
 from specguard.adapters._step_rules import DraftRows, RecomputedTokens, StepTransition, VerifyRows
 from specguard.contracts import (
@@ -106,21 +106,33 @@ class StepTracker:
     rejections come back). ``whole_proposals=False`` skips SG607, for engines that verify
     fewer drafts than were proposed on purpose (vLLM trims a request's drafts to the token
     budget and ``max_model_len``, and structured output drops grammar-invalid ones).
+
+    Across steps the tracker remembers, per seq, where it left off and the tokens the
+    engine sampled for it, for the seqs seen most recently: at most ``memory_limit``
+    seqs and ``memory_bytes`` bytes (default 64 MiB; a seq costs about 400 bytes plus 8
+    per sampled token, so 1 KiB at 64 sampled tokens and 2.4 KiB at 256). A seq it has
+    forgotten is one it never saw: its resume point and tokens are not checked, so the
+    bound costs coverage of long-absent seqs, never a false alarm.
     """
 
     def __init__(self, *, progress: bool = True, whole_proposals: bool = True,
-                 memory_limit: int = 1 << 16) -> None:
+                 memory_limit: int = 1 << 16, memory_bytes: int = DEFAULT_MAX_BYTES) -> None:
         self.progress = progress
         self.whole_proposals = whole_proposals
         self._previous: StepState | None = None
         self._previous_lookup: IdLookup | None = None  # the previous step's ids, sorted once
         self._current: _Step | None = None
         self._count = 0
-        self._memory = SeqMemory(memory_limit)
+        self._memory = SeqMemory(memory_limit, max_bytes=memory_bytes)
         self._fresh = True  # no batch forwarded yet
         # Seqs that batches the runner did not keep as its previous forward moved on
         # since the previous forward (their progress is in the memory), one array a batch.
         self._moved_since: list[np.ndarray] = []
+
+    @property
+    def remembered_bytes(self) -> int:
+        """What the per-seq memory holds now, in bytes (at most the ``memory_bytes`` bound)."""
+        return self._memory.nbytes
 
     @property
     def previous(self) -> StepState | None:

@@ -129,11 +129,26 @@ def test_short_block_table_is_sg110_by_default(depth):
 def test_block_tables_reach_the_contract_without_a_copy():
     """The view's table is a read-only broadcast of one id per seq, not a copy of the lists."""
     seqs = [sequence(i, 400, drafts=K) for i in range(3)]
-    batch = _view()(decode_batch(seqs, dense=True))
+    with contracts.checking(depth="full"):
+        batch = _view()(decode_batch(seqs, dense=True))
     assert batch is not None and isinstance(batch.block_tables, np.ndarray)
     tables = batch.block_tables
     assert tables.strides[1] == 0 and not tables.flags.writeable
     assert tables[:, 0].tolist() == [s.block_table[0] for s in seqs]
+
+
+def test_the_default_depth_summarises_the_tables_only_where_sg110_runs():
+    """At the default depth the tables' values reach the contract exactly when SG110 is
+    among its rules; otherwise they are checked to be lists of ids and marked not read."""
+    seqs = [sequence(i, 400, drafts=K) for i in range(3)]
+    batch = _view()(decode_batch(seqs, dense=True))
+    assert batch is not None
+    first = batch.block_tables[:, 0].tolist()
+    if contracts.REGISTRY["SG110"].depth is contracts.Depth.ESSENTIAL:
+        assert first == [s.block_table[0] for s in seqs]
+    else:
+        assert first == [-1, -1, -1]
+    assert batch.block_tables.shape == (3, -(-400 // BLOCK_SIZE))
 
 
 def test_missing_field_is_sg001_naming_it():
