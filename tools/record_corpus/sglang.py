@@ -58,9 +58,9 @@ aiohttp orjson pillow starlette partial_json_parser dill sentencepiece
 compressed_tensors gguf msgspec einops setproctitle pyzmq``. Then, from the repository
 root::
 
-    python tools/record_corpus/sglang.py SRC/sglang-0.5.10.post1             # every scenario
-    python tools/record_corpus/sglang.py SRC/sglang-0.5.10.post1 --scenario retract --out DIR
-    python tools/record_corpus/sglang.py SRC/sglang-0.5.23 --release 0.5.23  # tools/record_corpus/sglang_v2.py
+    python tools/record_corpus/sglang.py SRC/sglang-0.5.10.post1       # every scenario
+    python tools/record_corpus/sglang.py SRC/sglang-0.5.10.post1 --scenario batch-1 --out DIR
+    python tools/record_corpus/sglang.py SRC/sglang-0.5.23 --release 0.5.23   # sglang_v2.py
 
 Each event is one hand-over, with SGLang's own field names: ``schedule``
 (``forward_batch_generation``'s batch on entry), ``draft_prefill``
@@ -78,8 +78,8 @@ import contextlib
 import dataclasses
 import importlib
 import importlib.abc
-import importlib.util
 import importlib.machinery
+import importlib.util
 import logging
 import os
 import sys
@@ -230,7 +230,7 @@ def _verify_chain_greedy_cpu(predicts: Any, accept_index: Any, accept_token_num:
     """``sgl_kernel.verify_tree_greedy`` for chains: walk each request's chain while the
     target's prediction after node ``j`` is draft ``j + 1``; write the prediction of every
     node walked (the accepted drafts, then the bonus) and the nodes' flat indices."""
-    bs, width = candidates.shape
+    bs = candidates.shape[0]
     for i in range(bs):
         node, accepted = 0, 0
         accept_index[i, 0] = int(retrive_index[i, 0])
@@ -754,7 +754,7 @@ def record(sg: Any, scenario: Scenario) -> Any:
         scheduler = Scheduler(sg, scenario.steps, scenario.models)
         try:
             scenario.drive(scheduler)
-        except Exception as error:  # noqa: BLE001 - a buggy run may crash SGLang itself
+        except Exception as error:
             if not scenario.expect:
                 raise
             logging.getLogger(__name__).warning("%s: SGLang stopped: %r", scenario.name,

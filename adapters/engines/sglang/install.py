@@ -41,8 +41,15 @@ from specguard.adapters._install import MethodPatches, UnsupportedEngine, engine
 from specguard.adapters.engines.sglang.view import SglangView
 from specguard.adapters.step_tracker import StepTracker
 
-__all__ = ["METHODS", "Installation", "UnsupportedEngine", "install", "installed",
-           "installation_of", "uninstall"]
+__all__ = [
+    "METHODS",
+    "Installation",
+    "UnsupportedEngine",
+    "install",
+    "installation_of",
+    "installed",
+    "uninstall",
+]
 
 _ATTRIBUTE = "_specguard_installation"
 
@@ -78,6 +85,8 @@ def install(eagle_worker: Any, *, view: SglangView | None = None) -> Installatio
     worker = eagle_worker
     if getattr(worker, "__dict__", {}).get(_ATTRIBUTE) is not None:
         raise UnsupportedEngine("specguard is already installed on this worker")
+    for name in METHODS:  # a missing method says more than another's parameters
+        _check_method(worker, name)
     for name, parameters in METHODS.items():
         _check_signature(worker, name, parameters)
     checked = view or view_for(worker)
@@ -148,13 +157,17 @@ def view_for(worker: Any) -> SglangView:
                       tracker=StepTracker())
 
 
+def _check_method(worker: Any, name: str) -> None:
+    if not callable(getattr(worker, name, None)):
+        raise UnsupportedEngine(
+            f"{type(worker).__name__} has no method {name}(): specguard reads SGLang "
+            "0.5.10's v1 EAGLEWorker (the overlap EAGLEWorkerV2 and later releases are not "
+            "this shape)")
+
+
 def _check_signature(worker: Any, name: str, parameters: tuple[str, ...]) -> None:
     owner = type(worker).__name__
-    method = getattr(worker, name, None)
-    if not callable(method):
-        raise UnsupportedEngine(
-            f"{owner} has no method {name}(): specguard reads SGLang 0.5.10's v1 "
-            "EAGLEWorker (the overlap EAGLEWorkerV2 and later releases are not this shape)")
+    method = getattr(worker, name)
     try:
         found = tuple(inspect.signature(method).parameters)
     except (TypeError, ValueError):

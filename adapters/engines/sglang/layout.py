@@ -45,7 +45,7 @@ from specguard.contracts import (
     boundary_object,
     rule,
 )
-from specguard.contracts.ops import arange_like, host_value, row_col, value_text
+from specguard.contracts.ops import arange_like, host_value, number_text, row_col
 
 __all__ = ["DRAFT_INPUT_PARTS", "SglangDraftExtend", "SglangDraftInput", "SglangVerifyInput",
            "SglangVerifyResult"]
@@ -201,7 +201,7 @@ def _continues(batch: SglangDraftInput, values: ValueChecks) -> Finding | None:
     if ids.shape[0] != expected.shape[0]:
         return None
     return values.any_true((expected >= 0) & (ids != expected), lambda i: Finding(
-        f"draft row {i} starts from token{value_text(ids, i)}", "verified_id", position=i,
+        f"draft row {i} starts from token{number_text(ids, i)}", "verified_id", position=i,
         expected=f"token {host_value(expected, i)}, the last one the request was given",
         actual=str(host_value(ids, i))))
 
@@ -234,7 +234,7 @@ def _verify_rows(spec: SglangVerifyInput, values: ValueChecks) -> Finding | None
     flat = arange_like(index, bs * width).reshape(bs, width)
     return values.any_true(index != flat, lambda at: Finding(
         f"tree row {row_col(at, width)[0]} node {row_col(at, width)[1]} reads draft "
-        f"token{value_text(index.reshape(-1), at)}", "retrive_index",
+        f"token{number_text(index.reshape(-1), at)}", "retrive_index",
         position=row_col(at, width)[0], expected=f"token {at}, its own row's"))
 
 
@@ -262,11 +262,11 @@ def _linear_chain(spec: SglangVerifyInput, values: ValueChecks) -> Finding | Non
     chain = chain.clone() if hasattr(chain, "clone") else chain.copy()
     chain[:, width - 1] = -1
     found = values.any_true(nxt != chain, lambda at: Finding(
-        f"node {row_col(at, width)[1]} links to{value_text(nxt.reshape(-1), at)}",
+        f"node {row_col(at, width)[1]} links to{number_text(nxt.reshape(-1), at)}",
         "retrive_next_token", position=row_col(at, width)[0],
         expected="the next node of the chain (-1 after the last)"))
     found = found or values.any_true(sibling != -1, lambda at: Finding(
-        f"node {row_col(at, width)[1]} has a sibling{value_text(sibling.reshape(-1), at)}",
+        f"node {row_col(at, width)[1]} has sibling{number_text(sibling.reshape(-1), at)}",
         "retrive_next_sibling", position=row_col(at, width)[0],
         expected="-1: a chain has no siblings"))
     if found:
@@ -276,7 +276,7 @@ def _linear_chain(spec: SglangVerifyInput, values: ValueChecks) -> Finding | Non
     wanted = spec.seq_lens.reshape(bs, 1) + steps[None, :]
     return values.any_true(positions != wanted, lambda at: Finding(
         f"chain node {row_col(at, width)[1]} at position"
-        f"{value_text(positions.reshape(-1), at)}", "positions",
+        f"{number_text(positions.reshape(-1), at)}", "positions",
         position=row_col(at, width)[0],
         expected=f"seq_len + {row_col(at, width)[1]} = "
         f"{_int(spec.seq_lens, row_col(at, width)[0]) + row_col(at, width)[1]}"))
@@ -300,13 +300,13 @@ def _anchored(spec: SglangVerifyInput, values: ValueChecks) -> Finding | None:
     rows = spec.draft_token.reshape(bs, width)
     heads = rows[:, 0]
     found = values.any_true(heads != spec.anchors, lambda i: Finding(
-        f"verify row {i} starts with token{value_text(heads, i)}", "draft_token",
+        f"verify row {i} starts with token{number_text(heads, i)}", "draft_token",
         position=i, expected=f"verified_id {host_value(spec.anchors, i)}"))
     if found or width < 2 or spec.first_drafts.shape[0] != bs:
         return found
     firsts = rows[:, 1]
     return values.any_true(firsts != spec.first_drafts, lambda i: Finding(
-        f"verify row {i} drafts token{value_text(firsts, i)} first", "draft_token",
+        f"verify row {i} drafts token{number_text(firsts, i)} first", "draft_token",
         position=i, expected=f"topk_index {host_value(spec.first_drafts, i)}, the draft "
         "extend's proposal for the request"))
 
@@ -328,7 +328,7 @@ def _accepted(out: SglangVerifyResult, values: ValueChecks) -> Finding | None:
         return Finding(f"{accept.shape[0]} accept lengths for {bs} requests",
                        "accept_length", expected=f"{bs}, one per request in batch.reqs")
     found = values.outside(accept, 0, int(out.spec_steps) + 1, lambda i: Finding(
-        f"accepted{value_text(accept, i)} drafts", "accept_length", position=i,
+        f"accepted{number_text(accept, i)} drafts", "accept_length", position=i,
         expected=f"0..spec_steps={out.spec_steps} (the bonus token is not counted)"))
     if found:
         return found
@@ -355,13 +355,15 @@ def _next_rows(out: SglangVerifyResult, values: ValueChecks) -> Finding | None:
         return None  # SG644's
     kept = out.accept_length[~out.finished]
     nxt = out.next_accept_length
-    if nxt.shape[0] != kept.shape[0] or bool((nxt != kept).any()):
-        first = next((i for i in range(min(nxt.shape[0], kept.shape[0]))
-                      if int(nxt[i]) != int(kept[i])), min(nxt.shape[0], kept.shape[0]))
-        return Finding(f"the next draft input's accept lengths are {nxt.tolist()}",
-                       "next_accept_length", position=None,
-                       expected=f"{kept.tolist()}, the unfinished requests' in order",
-                       actual=f"row {first} differs")
+    if nxt.shape[0] != kept.shape[0]:
+        return Finding(f"the next draft input has {nxt.shape[0]} rows", "next_accept_length",
+                       expected=f"{kept.shape[0]}, one per unfinished request")
+    found = values.any_true(nxt != kept, lambda row: Finding(
+        f"the next draft input's row {row} accepted{number_text(nxt, row)} drafts",
+        "next_accept_length", expected=f"{host_value(kept, row)}, the accept length of "
+        f"unfinished request {row} in batch order"))
+    if found:
+        return found
     total = int((kept + 1).sum()) if kept.shape[0] else 0
     for name, count in (("num_next_verified", out.num_next_verified),
                         ("num_next_hidden", out.num_next_hidden)):
@@ -382,8 +384,7 @@ def _draft_extend(ext: SglangDraftExtend, values: ValueChecks) -> Finding | None
     """Request ``i`` is re-fed its ``accept_length[i] + 1`` tokens at positions
     ``seq_len - (accepted + 1) ..``, and its next chain starts from the last of them
     (``create_extend_after_decode_spec_info``). Rows are the unfinished requests only."""
-    spans = ext.accept_length.astype("int64") + 1 if hasattr(ext.accept_length, "astype") \
-        else ext.accept_length.long() + 1
+    spans = ext.accept_length + 1
     total = int(spans.sum()) if spans.shape[0] else 0
     if int(ext.num_tokens) != total:
         return Finding(f"draft extend fed {ext.num_tokens} tokens", "input_ids",
@@ -402,14 +403,14 @@ def _draft_extend(ext: SglangDraftExtend, values: ValueChecks) -> Finding | None
     wanted = [lens[i] - host_spans[i] + j for i, j in zip(owner, local, strict=True)]
     expected = _like(ext.positions, wanted)
     found = values.any_true(ext.positions != expected, lambda t: Finding(
-        f"token {t} of the draft extend at position{value_text(ext.positions, t)}",
+        f"token {t} of the draft extend at position{number_text(ext.positions, t)}",
         "positions", position=owner[t], expected=f"position {wanted[t]}"))
     if found:
         return found
     ends = _like(ext.input_ids, [sum(host_spans[: i + 1]) - 1 for i in range(len(host_spans))])
     last = ext.input_ids[ends]
     return values.any_true(ext.verified_id != last, lambda i: Finding(
-        f"the next chain starts from token{value_text(ext.verified_id, i)}", "verified_id",
+        f"the next chain starts from token{number_text(ext.verified_id, i)}", "verified_id",
         position=i, expected=f"token {host_value(last, i)}, the last one accepted"))
 
 

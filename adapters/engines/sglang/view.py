@@ -123,18 +123,18 @@ class SglangView:
 
     # -- the hand-overs --------------------------------------------------------------
 
-    def schedule(self, batch: Any) -> tuple[str, ...]:
+    def schedule(self, batch: Any) -> ModelInput | SglangDraftInput | None:
         """``forward_batch_generation(batch)`` on entry: a prefill batch as the target
         embeds it, a decode batch's draft input against its requests. Returns the
-        batch's request ids."""
+        checked object (None for another forward mode: an ``IDLE`` batch has no rows)."""
         req_ids = _req_ids(batch)
         mode = _mode(batch)
         ids = self._tracker_ids(req_ids)
         if mode == "EXTEND":
-            self._prefill(batch, req_ids, ids)
-        elif mode == "DECODE":
-            self._decode_entry(batch, req_ids, ids)
-        return req_ids
+            return self._prefill(batch, req_ids, ids)
+        if mode == "DECODE":
+            return self._decode_entry(batch, req_ids, ids)
+        return None
 
     def drafted(self, batch: Any, verify_input: Any) -> SglangStep:
         """``draft(batch)`` on return: the ``EagleVerifyInput`` against the batch."""
@@ -151,7 +151,8 @@ class SglangView:
         if self.tracker is not None:
             self._plan_decode(batch, ids, drafts)
         topk_index = getattr(spec, "topk_index", None)
-        firsts = topk_index[:, 0] if _rank(topk_index) == 2 and topk_index.shape[1] \
+        firsts = topk_index[:, 0] if topk_index is not None and _rank(topk_index) == 2 \
+            and topk_index.shape[1] \
             else np.zeros(0, dtype=np.int64)
         build(SglangVerifyInput, {
             "spec_steps": steps, "topk": _read(verify_input, "topk"),
@@ -274,12 +275,12 @@ class SglangView:
 
     # -- what each hand-over builds --------------------------------------------------
 
-    def _prefill(self, batch: Any, req_ids: tuple[str, ...], ids: np.ndarray) -> None:
+    def _prefill(self, batch: Any, req_ids: tuple[str, ...], ids: np.ndarray) -> ModelInput:
         extend = _int_vector(_read(batch, "extend_lens"))
         prefix = _int_vector(_read(batch, "prefix_lens"))
         tokens = _read(batch, "input_ids")
         starts = _starts(extend)
-        build(ModelInput, {
+        target = build(ModelInput, {
             "vocab_size": self.vocab_size,
             "num_slots": self.num_slots if self.num_slots is not None else _ANY_SLOT,
             "num_tokens": _numel(tokens), "seq_ids": np.arange(len(req_ids)),
@@ -288,29 +289,32 @@ class SglangView:
             "max_model_len": self.max_model_len}, names=req_ids)
         if self.tracker is None or extend is None or prefix is None \
                 or extend.shape != (len(req_ids),) or prefix.shape != extend.shape:
-            return
+            return target
         empty = np.zeros((0, self.mtp_k), dtype=np.int64)
         self.tracker.schedule(StepPlan(
             self.mtp_k, ids, np.zeros(len(req_ids), dtype=bool), prefix.astype(np.int64),
             extend.astype(np.int64), empty, np.zeros(0, dtype=np.int64),
             token_ids=host_array(tokens)), names=_TrackedNames(self._names))
+        return target
 
-    def _decode_entry(self, batch: Any, req_ids: tuple[str, ...], ids: np.ndarray) -> None:
+    def _decode_entry(self, batch: Any, req_ids: tuple[str, ...],
+                      ids: np.ndarray) -> SglangDraftInput | None:
         spec = getattr(batch, "spec_info", None)
         if spec is None:
             report(_SUBJECT, [("SG001", Finding(
                 "a DECODE batch without spec_info", "spec_info",
                 expected="an EagleDraftInput"))], boundary=Boundary.SCHEDULE.value)
-            return
+            return None
         parts = [spec, spec, spec, spec, batch, batch]
         rows = np.array([_rows(getattr(owner, name, None)) for owner, name
                          in zip(parts, DRAFT_INPUT_PARTS, strict=True)], dtype=np.int64)
         topk_index = getattr(spec, "topk_index", None)
         expected = np.fromiter((self._last.get(i, -1) for i in ids.tolist()),
                                dtype=np.int64, count=ids.shape[0])
-        build(SglangDraftInput, {
+        return build(SglangDraftInput, {
             "topk": self.topk,
-            "topk_width": topk_index.shape[1] if _rank(topk_index) == 2 else -1,
+            "topk_width": topk_index.shape[1]
+            if topk_index is not None and _rank(topk_index) == 2 else -1,
             "seq_ids": np.arange(len(req_ids)), "rows": rows,
             "verified_id": getattr(spec, "verified_id", None),
             "expected_ids": expected}, names=req_ids)
