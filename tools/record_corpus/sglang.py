@@ -61,6 +61,11 @@ root::
     python tools/record_corpus/sglang.py SRC/sglang-0.5.10.post1       # every scenario
     python tools/record_corpus/sglang.py SRC/sglang-0.5.10.post1 --scenario batch-1 --out DIR
     python tools/record_corpus/sglang.py SRC/sglang-0.5.23 --release 0.5.23   # sglang_v2.py
+    python tools/record_corpus/sglang.py SRC/sglang-0.5.10.post1 --check  # install_sglang live
+
+``--check`` records nothing: it puts ``install_sglang`` on the live worker of each
+scenario (SGLang's own objects and CPU tensors, not the corpus's stand-ins) and checks
+that it reports exactly the scenario's expected rules, at the default and full depths.
 
 Each event is one hand-over, with SGLang's own field names: ``schedule``
 (``forward_batch_generation``'s batch on entry), ``draft_prefill``
@@ -771,6 +776,27 @@ def record(sg: Any, scenario: Scenario) -> Any:
         events=events, expect=[Expected(code=code) for code in scenario.expect])
 
 
+def check_installed(sg: Any, scenario: Scenario, depth: str) -> list[str]:
+    """Run one scenario with ``install_sglang`` on the live worker (SGLang's own objects
+    and tensors, in warn mode at ``depth``); return the codes it reported, in order."""
+    from specguard import contracts
+    from specguard.adapters import install_sglang
+
+    found: list[str] = []
+    with scenario.patch(sg) if scenario.patch is not None else contextlib.nullcontext():
+        scheduler = Scheduler(sg, scenario.steps, scenario.models)
+        install_sglang(scheduler.worker)
+        logging.getLogger("specguard").setLevel(logging.CRITICAL)
+        with contracts.listening(lambda delivery: found.extend(v.code for v in delivery)), \
+                contracts.checking(mode="warn", depth=depth):
+            try:
+                scenario.drive(scheduler)
+            except Exception:
+                if not scenario.expect:
+                    raise
+    return found
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("source", help="an unpacked SGLang source distribution (or wheel)")
@@ -778,6 +804,10 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"the release of the source ({RELEASE} or 0.5.23)")
     parser.add_argument("--out", help="output folder (default: the repository's corpus)")
     parser.add_argument("--scenario", action="append", help="record only these scenarios")
+    parser.add_argument("--check", action="store_true",
+                        help="record nothing: run each scenario with install_sglang on the "
+                        "live worker, at the default and full depths, and compare what it "
+                        "reports with the scenario's expected rules")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     if args.release == "0.5.23":
@@ -803,6 +833,16 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out) if args.out else OUT
     out.mkdir(parents=True, exist_ok=True)
     chosen = [s for s in SCENARIOS if not args.scenario or s.name in args.scenario]
+    if args.check:
+        agreed = True
+        for scenario in chosen:
+            for depth in ("essential", "full"):
+                codes = set(check_installed(sg, scenario, depth))
+                fits = codes == set(scenario.expect)
+                agreed &= fits
+                print(f"{scenario.name} at {depth}: {sorted(codes) or 'clean'}"
+                      f"{'' if fits else f' (expected {sorted(scenario.expect)})'}")
+        return 0 if agreed else 1
     for scenario in chosen:
         corpus = record(sg, scenario)
         write_corpus(out / f"{scenario.name}.json", corpus)

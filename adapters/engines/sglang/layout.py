@@ -51,24 +51,35 @@ __all__ = ["DRAFT_INPUT_PARTS", "SglangDraftExtend", "SglangDraftInput", "Sglang
            "SglangVerifyResult"]
 
 #: The ``EagleDraftInput`` tensors whose rows follow ``batch.reqs`` at a decode step,
-#: then the batch's own per-request tensors, in the order of ``SglangDraftInput.rows``.
+#: then the batch's own per-request tensors: ``SglangDraftInput.<part>_rows`` each.
 DRAFT_INPUT_PARTS = ("verified_id", "topk_p", "topk_index", "hidden_states", "seq_lens",
                      "req_pool_indices")
 
 
-@boundary_object(Boundary.SCHEDULE, minimums={"topk": 1, "topk_width": 0})
+@boundary_object(Boundary.SCHEDULE, minimums={"topk": 1})
 class SglangDraftInput(BoundaryObject):
     """A decode ``ScheduleBatch`` as ``EAGLEWorker.forward_batch_generation`` receives it:
-    its requests and the ``EagleDraftInput`` rows that draft for them."""
+    its requests and the ``EagleDraftInput`` rows that draft for them. The row counts
+    are read from shapes; the arrays share ``verified_id``'s device."""
 
     topk: int
     """``speculative_eagle_topk`` (1 for MTP)."""
     topk_width: int
-    """``spec_info.topk_index.shape[1]``."""
+    """``spec_info.topk_index.shape[1]`` (-1 when it is not a matrix)."""
+    verified_id_rows: int
+    """Rows of ``spec_info.verified_id``."""
+    topk_p_rows: int
+    """Rows of ``spec_info.topk_p``."""
+    topk_index_rows: int
+    """Rows of ``spec_info.topk_index``."""
+    hidden_states_rows: int
+    """Rows of ``spec_info.hidden_states``."""
+    seq_lens_rows: int
+    """Rows of ``batch.seq_lens``."""
+    req_pool_indices_rows: int
+    """Rows of ``batch.req_pool_indices``."""
     seq_ids: Index[Array, "num_seqs"]
     """Batch positions of ``batch.reqs`` (messages name each request's ``rid``)."""
-    rows: Index[Array, "num_parts"]
-    """Rows of each tensor of :data:`DRAFT_INPUT_PARTS`, read from their shapes."""
     verified_id: Index[Array, "num_rows"]
     """``spec_info.verified_id``: per row, the token the draft chain starts from."""
     expected_ids: Index[Array, "num_seqs"]
@@ -132,23 +143,27 @@ class SglangVerifyResult(BoundaryObject):
     """``draft_input.hidden_states.shape[0]``."""
 
 
-@boundary_object(Boundary.DRAFT_INPUT, minimums={"num_tokens": 0})
+@boundary_object(Boundary.DRAFT_INPUT, minimums={"num_tokens": 0, "num_accepted_tokens": 0})
 class SglangDraftExtend(BoundaryObject):
     """What ``forward_draft_extend_after_decode`` fed the draft model: the accepted
-    tokens of the unfinished requests, and the draft input it left for the next step."""
+    tokens of the unfinished requests, and the draft input it left for the next step.
+    What the verify said (accept lengths, lengths after it) is on the host; the view
+    turns it into the expected positions and span ends on the tensors' device."""
 
     num_tokens: int
     """``batch.input_ids.numel()``: the flat accepted tokens."""
+    num_accepted_tokens: int
+    """``sum(accepted + 1)`` over the unfinished requests, from the verify."""
     seq_ids: Index[Array, "num_seqs"]
-    """The unfinished requests' batch positions in the verified batch."""
-    accept_length: Index[Array, "num_seqs"]
-    """Accepted drafts of each (from the verify), the bonus not counted."""
-    seq_lens: Index[Array, "num_seqs"]
-    """``seq_lens_for_draft_extend``: each request's length after the verify."""
+    """The unfinished requests, in batch order (messages name their ``rid``)."""
     input_ids: Index[Array, "num_tokens"]
     """``batch.input_ids``: the tokens fed."""
     positions: Index[Array, "num_positions"]
     """``spec_info.positions``."""
+    expected_positions: Index[Array, "num_expected"]
+    """``seq_len - (accepted + 1) + j`` for the ``j``-th token of each request's span."""
+    span_ends: Index[Array, "num_seqs"]
+    """The flat index of each request's last token (its bonus)."""
     verified_id: Index[Array, "num_rows"]
     """``spec_info.verified_id``: the token each request's next chain starts from."""
 
@@ -159,7 +174,8 @@ _VERIFY_RESULT = ("SglangVerifyResult",)
 
 
 @rule("SG640", "the draft input has one row per request of the batch",
-      boundary=Boundary.SCHEDULE, applies_to=_DRAFT_INPUT, fields={"rows", "topk_width"},
+      boundary=Boundary.SCHEDULE, applies_to=_DRAFT_INPUT,
+      fields={f"{part}_rows" for part in DRAFT_INPUT_PARTS} | {"topk_width"},
       bug="SGLang #2896 (fixed by #2939): retracted requests and requests with "
       "max_new_tokens=1 were left in EagleDraftInput, so its rows outnumbered batch.reqs; "
       "#14368 saw the same mismatch after a prefill.", depth=Depth.ESSENTIAL)
@@ -170,11 +186,13 @@ def _one_row_per_request(batch: SglangDraftInput, values: ValueChecks) -> Findin
     another row count drafts for requests that are gone, or none for the last ones. Only
     shapes are read."""
     size = batch.seq_ids.shape[0]
-    for part, rows in enumerate(batch.rows.tolist()):
+    for part in DRAFT_INPUT_PARTS:
+        rows = getattr(batch, f"{part}_rows")
         if rows != size:
+            owner = "batch" if part in ("seq_lens", "req_pool_indices") else "spec_info"
             return Finding(
-                f"spec_info.{DRAFT_INPUT_PARTS[part]} has {rows} rows for {size} requests",
-                DRAFT_INPUT_PARTS[part], position=min(rows, size) if rows < size else None,
+                f"{owner}.{part} has {rows} rows for {size} requests", f"{part}_rows",
+                position=rows if 0 <= rows < size else None,
                 expected=f"{size} rows, one per request in batch.reqs",
                 actual=f"{rows} rows")
     if batch.topk_width != batch.topk:
@@ -375,7 +393,8 @@ def _next_rows(out: SglangVerifyResult, values: ValueChecks) -> Finding | None:
 
 @rule("SG646", "draft extend feeds each request its accepted tokens after its prefix",
       boundary=Boundary.DRAFT_INPUT, applies_to=("SglangDraftExtend",),
-      fields={"input_ids", "positions", "verified_id", "accept_length", "seq_lens"},
+      fields={"input_ids", "num_accepted_tokens", "positions", "expected_positions",
+              "span_ends", "verified_id"},
       bug="SGLang #15638: an index-out-of-bounds gather in the EAGLE draft extend; "
       "prepare_extend_after_decode sets extend_lens = accept_length + 1 and a Triton "
       "kernel derives positions and the next verified id from them.",
@@ -384,46 +403,40 @@ def _draft_extend(ext: SglangDraftExtend, values: ValueChecks) -> Finding | None
     """Request ``i`` is re-fed its ``accept_length[i] + 1`` tokens at positions
     ``seq_len - (accepted + 1) ..``, and its next chain starts from the last of them
     (``create_extend_after_decode_spec_info``). Rows are the unfinished requests only."""
-    spans = ext.accept_length + 1
-    total = int(spans.sum()) if spans.shape[0] else 0
+    total, size = int(ext.num_accepted_tokens), ext.seq_ids.shape[0]
     if int(ext.num_tokens) != total:
         return Finding(f"draft extend fed {ext.num_tokens} tokens", "input_ids",
-                       expected=f"sum(accepted + 1) = {total} over "
-                       f"{spans.shape[0]} unfinished requests")
-    if ext.positions.shape[0] != total or ext.verified_id.shape[0] != spans.shape[0]:
+                       expected=f"sum(accepted + 1) = {total} over {size} unfinished "
+                       "requests")
+    if ext.positions.shape[0] != total or ext.verified_id.shape[0] != size \
+            or ext.expected_positions.shape[0] != total:
         return Finding(f"{ext.positions.shape[0]} positions and "
                        f"{ext.verified_id.shape[0]} verified ids", "positions",
-                       expected=f"{total} positions, {spans.shape[0]} ids")
+                       expected=f"{total} positions, {size} ids")
     if not total:
         return None
-    host_spans = [int(s) for s in spans.tolist()]
-    owner = [i for i, span in enumerate(host_spans) for _ in range(span)]
-    local = [j for span in host_spans for j in range(span)]
-    lens = [int(v) for v in ext.seq_lens.tolist()]
-    wanted = [lens[i] - host_spans[i] + j for i, j in zip(owner, local, strict=True)]
-    expected = _like(ext.positions, wanted)
-    found = values.any_true(ext.positions != expected, lambda t: Finding(
+    ends = ext.span_ends
+    found = values.any_true(ext.positions != ext.expected_positions, lambda t: Finding(
         f"token {t} of the draft extend at position{number_text(ext.positions, t)}",
-        "positions", position=owner[t], expected=f"position {wanted[t]}"))
+        "positions", position=_owner(ends, t),
+        expected=f"position{number_text(ext.expected_positions, t)}"))
     if found:
         return found
-    ends = _like(ext.input_ids, [sum(host_spans[: i + 1]) - 1 for i in range(len(host_spans))])
     last = ext.input_ids[ends]
     return values.any_true(ext.verified_id != last, lambda i: Finding(
         f"the next chain starts from token{number_text(ext.verified_id, i)}", "verified_id",
         position=i, expected=f"token {host_value(last, i)}, the last one accepted"))
 
 
-def _like(reference: Any, values: list[int]) -> Any:
-    """``values`` as an int64 array on ``reference``'s backend and device."""
-    import numpy as np
-
-    host = np.asarray(values, dtype=np.int64)
-    if isinstance(reference, np.ndarray):
-        return host
-    import torch
-
-    return torch.from_numpy(host).to(reference.device, non_blocking=True)
+def _owner(ends: Any, token: int) -> int | None:
+    """The request whose span holds flat ``token`` (None off the host)."""
+    for row in range(ends.shape[0]):
+        end = host_value(ends, row)
+        if end is None:
+            return None
+        if token <= end:
+            return row
+    return None
 
 
 def _int(array: Any, index: int) -> int:

@@ -71,7 +71,7 @@ from specguard.contracts import (
     current_config,
     report,
 )
-from specguard.contracts.ops import PLACEHOLDER
+from specguard.contracts.ops import PLACEHOLDER, arange_like
 
 __all__ = ["SglangStep", "SglangView"]
 
@@ -152,11 +152,10 @@ class SglangView:
             self._plan_decode(batch, ids, drafts)
         topk_index = getattr(spec, "topk_index", None)
         firsts = topk_index[:, 0] if topk_index is not None and _rank(topk_index) == 2 \
-            and topk_index.shape[1] \
-            else np.zeros(0, dtype=np.int64)
+            and topk_index.shape[1] else _like(tokens, np.zeros(0, dtype=np.int64))
         build(SglangVerifyInput, {
             "spec_steps": steps, "topk": _read(verify_input, "topk"),
-            "draft_token_num": width, "seq_ids": np.arange(size),
+            "draft_token_num": width, "seq_ids": _positions(tokens, size),
             "seq_lens": _read(batch, "seq_lens"),
             "anchors": getattr(spec, "verified_id", None), "first_drafts": firsts,
             "draft_token": tokens, "positions": _read(verify_input, "positions"),
@@ -165,7 +164,7 @@ class SglangView:
             "retrive_next_sibling": _read(verify_input, "retrive_next_sibling")},
             names=req_ids)
         build(DrafterOutput, {"mtp_k": self.mtp_k, "vocab_size": self.vocab_size,
-                              "seq_ids": np.arange(size), "draft_token_ids": drafts},
+                              "seq_ids": _positions(drafts, size), "draft_token_ids": drafts},
               names=req_ids)
         return self.step
 
@@ -223,19 +222,22 @@ class SglangView:
         ids = self._tracker_ids(req_ids)
         extend = _int_vector(_read(batch, "extend_lens"))
         prefix = _int_vector(_read(batch, "prefix_lens"))
+        tokens = _read(batch, "input_ids")
         starts = _starts(extend)
         drafter = build(DrafterInput, {
-            "vocab_size": self.vocab_size, "num_tokens": _numel(_read(batch, "input_ids")),
-            "seq_ids": np.arange(len(req_ids)), "input_ids": _read(batch, "input_ids"),
-            "positions": _span_positions(prefix, extend, _read(batch, "input_ids")),
-            "query_start_loc": starts,
-            "sample_indices": starts[1:] - 1 if starts is not None else None,
+            "vocab_size": self.vocab_size, "num_tokens": _numel(tokens),
+            "seq_ids": _positions(tokens, len(req_ids)), "input_ids": tokens,
+            "positions": _span_positions(prefix, extend, tokens),
+            "query_start_loc": _like(tokens, starts) if starts is not None else None,
+            "sample_indices": _like(tokens, starts[1:] - 1) if starts is not None else None,
             "max_model_len": self.max_model_len}, names=req_ids)
         sampled = host_array(next_token_ids)
         if sampled is not None and sampled.shape == (len(req_ids),):
             self._remember(ids, sampled)
             if self.tracker is not None:
-                kept = np.array([not getattr(r, "is_chunked", 0) for r in batch.reqs])
+                # A chunk that does not end its prompt samples a token SGLang drops.
+                kept = np.array([not getattr(r, "is_chunked", 0)
+                                 for r in getattr(batch, "reqs", ())], dtype=bool)
                 self.tracker.record_sampled(ids, sampled, kept)
         else:
             self._forget(ids)
@@ -252,23 +254,28 @@ class SglangView:
         names = tuple(step.req_ids[i] for i in kept.tolist())
         spec = getattr(batch, "spec_info", None)
         accept = step.accept_length[kept]
-        lens = getattr(spec, "seq_lens_for_draft_extend_cpu", None)
-        if lens is None:
-            lens = getattr(spec, "seq_lens_for_draft_extend", None)
+        lens = host_array(getattr(spec, "seq_lens_for_draft_extend_cpu", None))
         ids = _read(batch, "input_ids")
-        positions = getattr(spec, "positions", None)
+        spans = accept + 1
+        starts = _starts(spans)
+        assert starts is not None
+        if lens is not None and lens.shape == accept.shape:
+            owner = np.repeat(np.arange(spans.shape[0]), spans)
+            local = np.arange(int(starts[-1])) - np.repeat(starts[:-1], spans)
+            wanted = (lens.astype(np.int64) - spans)[owner] + local
+        else:  # unknown lengths: no position is expected (the rule says what differs)
+            wanted = np.full(0, -1, dtype=np.int64)
         out = build(SglangDraftExtend, {
-            "num_tokens": _numel(ids), "seq_ids": np.arange(kept.shape[0]),
-            "accept_length": accept, "seq_lens": host_array(lens)
-            if host_array(lens) is not None else lens,
-            "input_ids": ids, "positions": positions,
+            "num_tokens": _numel(ids), "num_accepted_tokens": int(starts[-1]),
+            "seq_ids": _positions(ids, kept.shape[0]), "input_ids": ids,
+            "positions": getattr(spec, "positions", None),
+            "expected_positions": _like(ids, wanted), "span_ends": _like(ids, starts[1:] - 1),
             "verified_id": getattr(spec, "verified_id", None)}, names=names)
-        starts = _starts(accept + 1)
         build(DrafterInput, {
             "vocab_size": self.vocab_size, "num_tokens": _numel(ids),
-            "seq_ids": np.arange(kept.shape[0]), "input_ids": ids, "positions": positions,
-            "query_start_loc": starts,
-            "sample_indices": starts[1:] - 1 if starts is not None else None,
+            "seq_ids": _positions(ids, kept.shape[0]), "input_ids": ids,
+            "positions": getattr(spec, "positions", None),
+            "query_start_loc": _like(ids, starts), "sample_indices": _like(ids, starts[1:] - 1),
             "max_model_len": self.max_model_len}, names=names)
         self.step = None
         return out
@@ -283,9 +290,10 @@ class SglangView:
         target = build(ModelInput, {
             "vocab_size": self.vocab_size,
             "num_slots": self.num_slots if self.num_slots is not None else _ANY_SLOT,
-            "num_tokens": _numel(tokens), "seq_ids": np.arange(len(req_ids)),
+            "num_tokens": _numel(tokens), "seq_ids": _positions(tokens, len(req_ids)),
             "input_ids": tokens, "positions": _span_positions(prefix, extend, tokens),
-            "slot_mapping": _read(batch, "out_cache_loc"), "query_start_loc": starts,
+            "slot_mapping": _read(batch, "out_cache_loc"),
+            "query_start_loc": _like(tokens, starts) if starts is not None else None,
             "max_model_len": self.max_model_len}, names=req_ids)
         if self.tracker is None or extend is None or prefix is None \
                 or extend.shape != (len(req_ids),) or prefix.shape != extend.shape:
@@ -305,19 +313,19 @@ class SglangView:
                 "a DECODE batch without spec_info", "spec_info",
                 expected="an EagleDraftInput"))], boundary=Boundary.SCHEDULE.value)
             return None
-        parts = [spec, spec, spec, spec, batch, batch]
-        rows = np.array([_rows(getattr(owner, name, None)) for owner, name
-                         in zip(parts, DRAFT_INPUT_PARTS, strict=True)], dtype=np.int64)
+        owners = (spec, spec, spec, spec, batch, batch)
+        rows = {f"{name}_rows": _rows(getattr(owner, name, None))
+                for owner, name in zip(owners, DRAFT_INPUT_PARTS, strict=True)}
         topk_index = getattr(spec, "topk_index", None)
+        verified = getattr(spec, "verified_id", None)
         expected = np.fromiter((self._last.get(i, -1) for i in ids.tolist()),
                                dtype=np.int64, count=ids.shape[0])
         return build(SglangDraftInput, {
             "topk": self.topk,
             "topk_width": topk_index.shape[1]
             if topk_index is not None and _rank(topk_index) == 2 else -1,
-            "seq_ids": np.arange(len(req_ids)), "rows": rows,
-            "verified_id": getattr(spec, "verified_id", None),
-            "expected_ids": expected}, names=req_ids)
+            **rows, "seq_ids": _positions(verified, len(req_ids)), "verified_id": verified,
+            "expected_ids": _like(verified, expected)}, names=req_ids)
 
     def _verify_forward(self, verify_input: Any, worker_batch: Any,
                         req_ids: tuple[str, ...]) -> None:
@@ -331,7 +339,8 @@ class SglangView:
         build(ModelInput, {
             "vocab_size": self.vocab_size,
             "num_slots": self.num_slots if self.num_slots is not None else _ANY_SLOT,
-            "num_tokens": _numel(tokens), "seq_ids": np.arange(size), "input_ids": tokens,
+            "num_tokens": _numel(tokens), "seq_ids": _positions(tokens, size),
+            "input_ids": tokens,
             "positions": getattr(verify_input, "positions", None),
             "slot_mapping": getattr(worker_batch, "out_cache_loc", None),
             "query_start_loc": _like(tokens, starts) if starts is not None else None,
@@ -506,6 +515,14 @@ def _verify_rows(verified: np.ndarray | None, accept: np.ndarray,
     column = np.arange(verified.shape[0]) - np.repeat(_starts(spans)[:-1], spans)  # type: ignore[index]
     rows[owner, column] = verified
     return rows
+
+
+def _positions(reference: Any, size: int) -> Any:
+    """Batch positions ``0..size-1`` on ``reference``'s backend and device (an object's
+    arrays share one), numpy when ``reference`` is not an array."""
+    if hasattr(reference, "dtype") and hasattr(reference, "shape"):
+        return arange_like(reference, size)
+    return np.arange(size)
 
 
 def _like(reference: Any, host: np.ndarray) -> Any:
