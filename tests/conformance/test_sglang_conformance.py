@@ -4,7 +4,11 @@ and at full depth, and each buggy recording exactly the rules it re-creates."""
 
 from __future__ import annotations
 
+import importlib.util
+import json
+import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -107,3 +111,60 @@ def test_verified_ids_change_dtype_between_prefill_and_verify():
     drafted = _events(corpus, "drafted")[0]
     assert drafted["draft_token"].shape[0] == len(drafted["req_ids"]) * (
         int(corpus.config["spec_steps"] or 0) + 1)
+
+
+def _as_tensors(fields: dict) -> dict:
+    """The event's arrays as CPU tensors, the form SGLang hands them over in."""
+    torch = pytest.importorskip("torch")
+    return {name: torch.from_numpy(value) if isinstance(value, np.ndarray) else value
+            for name, value in fields.items()}
+
+
+@pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
+def test_the_traffic_as_torch_tensors_replays_the_same(path):
+    """SGLang's tensors, not numpy arrays: each object the view builds keeps one backend
+    (its batch positions and expectations are made on the tensors' device), so the replay
+    reports what the numpy replay reports, and no SG005."""
+    corpus = read_corpus(path)
+    view = view_of(corpus)
+    found: list[contracts.Violation] = []
+    with contracts.checking(mode="strict", depth="full"):
+        for event in corpus.events:
+            try:
+                feed(view, event.event, _as_tensors(event.values()))
+            except contracts.ContractViolation as error:
+                found += error.violations
+    assert {v.code for v in found} == {e.code for e in corpus.expect}
+
+
+def _recorder() -> Any:
+    """tools/record_corpus/sglang.py, loaded by path (its name would shadow SGLang's)."""
+    path = Path(__file__).parents[2] / "tools" / "record_corpus" / "sglang.py"
+    spec = importlib.util.spec_from_file_location("sglang_corpus_recorder", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_recorder_hands_0_5_23_to_its_own_recorder(tmp_path, monkeypatch, capsys):
+    """--release 0.5.23 is recorded by tools/record_corpus/sglang_v2.py: without that file
+    the recorder says so and fails; with it, its record(source_dir, corpus_dir) runs.
+    Neither imports SGLang."""
+    recorder = _recorder()
+    monkeypatch.setattr(recorder, "ROOT", tmp_path)
+    assert recorder.main(["SRC", "--release", "0.5.23"]) == 1
+    assert "sglang_v2.py" in capsys.readouterr().err
+    tools = tmp_path / "tools" / "record_corpus"
+    tools.mkdir(parents=True)
+    (tools / "sglang_v2.py").write_text(
+        "import json, pathlib\n"
+        "def record(source_dir, corpus_dir):\n"
+        "    pathlib.Path(corpus_dir).mkdir(parents=True)\n"
+        "    (pathlib.Path(corpus_dir) / 'called.json').write_text("
+        "json.dumps([str(source_dir), str(corpus_dir)]))\n")
+    out = tmp_path / "out"
+    assert recorder.main(["SRC", "--release", "0.5.23", "--out", str(out)]) == 0
+    assert json.loads((out / "called.json").read_text()) == ["SRC", str(out)]
+    assert recorder.main(["SRC", "--release", "0.4.0"]) == 2

@@ -798,7 +798,7 @@ def check_installed(sg: Any, scenario: Scenario, depth: str) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("source", help="an unpacked SGLang source distribution (or wheel)")
     parser.add_argument("--release", default=RELEASE,
                         help=f"the release of the source ({RELEASE} or 0.5.23)")
@@ -809,7 +809,6 @@ def main(argv: list[str] | None = None) -> int:
                         "live worker, at the default and full depths, and compare what it "
                         "reports with the scenario's expected rules")
     args = parser.parse_args(argv)
-    sys.path.insert(0, str(ROOT))
     if args.release == "0.5.23":
         v2 = ROOT / "tools" / "record_corpus" / "sglang_v2.py"
         if not v2.exists():
