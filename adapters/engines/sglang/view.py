@@ -46,6 +46,8 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import repeat
+from operator import attrgetter
 from typing import Any, overload
 
 import numpy as np
@@ -119,6 +121,8 @@ class SglangView:
         self._ids: dict[str, int] = {}
         self._names: dict[int, str] = {}
         self._next_id = 0
+        self._order: tuple[str, ...] | None = None  # the last batch's rids, and their ids
+        self._numbers = np.zeros(0, dtype=np.int64)
         self._last: dict[int, int] = {}  # tracker id -> the token the request was last given
 
     # -- the hand-overs --------------------------------------------------------------
@@ -318,7 +322,7 @@ class SglangView:
                 for owner, name in zip(owners, DRAFT_INPUT_PARTS, strict=True)}
         topk_index = getattr(spec, "topk_index", None)
         verified = getattr(spec, "verified_id", None)
-        expected = np.fromiter((self._last.get(i, -1) for i in ids.tolist()),
+        expected = np.fromiter(map(self._last.get, ids.tolist(), repeat(-1)),
                                dtype=np.int64, count=ids.shape[0])
         return build(SglangDraftInput, {
             "topk": self.topk,
@@ -365,21 +369,27 @@ class SglangView:
     # -- request ids and what the view remembers of them ------------------------------
 
     def _tracker_ids(self, req_ids: tuple[str, ...]) -> np.ndarray:
-        """A stable integer per ``rid``, for as long as the request runs."""
+        """A stable integer per ``rid``, for as long as the request runs. The same batch
+        again (every decode step of a steady batch) costs one tuple comparison."""
+        if req_ids == self._order:
+            return self._numbers
         if len(self._ids) > _MAX_REQUESTS:
             self._ids.clear()
             self._names.clear()
             self._last.clear()
             if self.tracker is not None:
                 self.tracker.reset()
-        numbers = np.empty(len(req_ids), dtype=np.int64)
-        for position, rid in enumerate(req_ids):
-            number = self._ids.get(rid)
+        numbers = np.fromiter(map(self._ids.get, req_ids, repeat(-1)), dtype=np.int64,
+                              count=len(req_ids))
+        for position in np.flatnonzero(numbers < 0).tolist():
+            rid = req_ids[position]
+            number = self._ids.get(rid)  # a rid listed twice gets one number
             if number is None:
                 number = self._ids[rid] = self._next_id
                 self._names[number] = rid
                 self._next_id += 1
             numbers[position] = number
+        self._order, self._numbers = req_ids, numbers
         return numbers
 
     def _remember(self, ids: np.ndarray, tokens: np.ndarray) -> None:
@@ -390,6 +400,7 @@ class SglangView:
             self._last.pop(number, None)
 
     def _retire(self, rid: str) -> None:
+        self._order = None
         number = self._ids.pop(rid, None)
         if number is not None:
             self._last.pop(number, None)
@@ -426,11 +437,19 @@ def _read(obj: Any, name: str) -> Any:
         return None
 
 
+_RID = attrgetter("rid")
+
+
 def _req_ids(batch: Any) -> tuple[str, ...]:
+    """``rid`` of each request of ``batch.reqs`` (one C-level pass for SGLang's strings)."""
     reqs = _read(batch, "reqs")
     if not isinstance(reqs, list | tuple):
         return ()
-    return tuple(str(getattr(req, "rid", position)) for position, req in enumerate(reqs))
+    try:
+        rids: tuple[Any, ...] = tuple(map(_RID, reqs))
+    except AttributeError:
+        rids = tuple(getattr(req, "rid", position) for position, req in enumerate(reqs))
+    return rids if set(map(type, rids)) <= {str} else tuple(map(str, rids))
 
 
 def _mode(batch: Any) -> str | None:
