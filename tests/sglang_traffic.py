@@ -1,7 +1,7 @@
 """SGLang's objects rebuilt from recorded corpus events, with SGLang's field names.
 
 A corpus event holds what crossed one hand-over of SGLang's v1 ``EAGLEWorker`` (see
-``tools/record_corpus/sglang.py``); these helpers turn its fields back into objects with
+``tools/record_corpus/sglang.py``); these functions turn its fields back into objects with
 the attributes the SGLang view reads (float tensors, recorded by shape, come back as
 zeros of that shape) and hand them to a view.
 """
