@@ -8,7 +8,7 @@ the batch's :class:`specguard.contracts.ScheduledBatch`, and the runner builds `
 one validates it). ``specguard.contracts.flush_deferred`` reads device verdicts at the end of each
 step, the point where the previous step's outputs reach the host anyway.
 
-At full depth each forward is also checked against the one before it (where every seq
+From the default depth on, each forward is also checked against the one before it (where every seq
 resumes, which drafts it carries, whose rows the verifier and drafter return) by an
 ``specguard.adapters.StepTracker``, when the forward's outputs reach the host: during the next step,
 before the scheduler sees them (see :mod:`specguard.runner.step_relations`).

@@ -8,8 +8,8 @@ verifier and the drafter), packed into one, and copies them with the outputs, at
 sync the step already has. A step is therefore checked while its successor runs, and
 always against what the forward really did, not against what the scheduler planned.
 
-The relations are value checks: with contracts off, or at metadata depth, nothing is
-recorded and no tracker exists.
+The relations are value checks, run from the default depth on: with contracts off, or
+at metadata depth, nothing is recorded and no tracker exists.
 """
 
 from __future__ import annotations
@@ -29,9 +29,18 @@ _PACKED = ("starts", "carried", "verify_ids", "num_accepted", "drafter_ids")
 
 
 def recording() -> bool:
-    """Whether the current settings check step relations (contracts on, full depth)."""
+    """Whether the current settings check step relations: contracts on, at a depth where
+    one of the tracker's rules runs (from the default depth on)."""
     settings = contracts.current_config()
-    return settings.mode is not contracts.Mode.OFF and settings.depth is contracts.Depth.FULL
+    if settings.mode is contracts.Mode.OFF or settings.depth is contracts.Depth.METADATA:
+        return False
+    return settings.depth is contracts.Depth.FULL or any(
+        contracts.REGISTRY[code].depth is contracts.Depth.ESSENTIAL for code in _RULES)
+
+
+#: The rules the tracker checks a forward with (SG608's recompute history needs the
+#: scheduler's token stream, which the engine's trace does not record).
+_RULES = ("SG601", "SG602", "SG603", "SG604", "SG605", "SG606", "SG607")
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ import numpy as np
 
 from specguard.adapters._build import build
 from specguard.adapters._host import host_array
-from specguard.adapters._step_rules import VerifyRows
+from specguard.adapters._step_rules import TRANSITION, VERIFY, VerifyRows, runs
 from specguard.adapters.engines.vllm._drafter import drafter_fields
 from specguard.adapters.engines.vllm._drafts import dense_drafts, draft_tokens, listed_rows
 from specguard.adapters.engines.vllm._readers import (
@@ -215,12 +215,13 @@ class VllmView:
                                    functools.partial(_schedule_fields, scheduler_output, req_ids))
             return kept.run(self._read_entries, scheduler_output, order, counts, drafts)
 
-        if current_config().depth is not Depth.FULL:
+        if current_config().depth is not Depth.FULL \
+                and (self.tracker is None or not runs(*TRANSITION)):
             check_keys(scheduler_output, order, counts, drafts, ordered=req_ids is None)
             if self.tracker is None:
                 return VllmStep(order, np.arange(len(order)), read, width)
-            # Below full depth the tracker links the steps and keeps their progress, but
-            # compares no drafts: the plan takes the counts and positions, not the lists.
+            # Where no step rule runs the tracker links the steps and keeps their
+            # progress, but compares no drafts: the plan takes the counts, not the lists.
             step = VllmStep(order, self._stable_ids(order) if order else np.arange(0),
                             read, width, listed=listed_counts(drafts, order))
             self.tracker.schedule(self._counted_plan(scheduler_output, step, counts),
@@ -267,11 +268,11 @@ class VllmView:
             "vocab_size": self.vocab_size,
             "seq_ids": arange_like(sampled_token_ids, rows_of(sampled_token_ids)),
             "token_ids": sampled_token_ids, "num_accepted": accepted}, names=step.req_ids)
-        full = current_config().depth is Depth.FULL
-        if accepted is None or (self.tracker is None and not full):
-            return out  # the rows against the step's drafts are full-depth rules
+        checked = runs(*VERIFY)
+        if accepted is None or (self.tracker is None and not checked):
+            return out  # no rule of the depth reads the rows against the step's drafts
         host = host_array(accepted)
-        if host is not None and not full:  # the tracker keeps the progress, unchecked
+        if host is not None and not checked:  # the tracker keeps the progress, unchecked
             if host.shape[0] == len(step.req_ids):
                 decode = step.num_draft_tokens > 0
                 self.tracker.record_accepted(step.tracker_ids[decode], host[decode])
