@@ -50,7 +50,6 @@ from specguard.contracts import (
     Bool,
     Boundary,
     BoundaryObject,
-    Depth,
     DrafterOutput,
     Index,
     Mode,
@@ -279,8 +278,9 @@ class StepTracker:
         next token goes. ``kept`` marks, per row, the samples the engine keeps as that
         token (ATOM: a chunk that ends the prompt; the sample of a middle chunk is
         dropped); None keeps every prefill row's. Decode rows are left to
-        :meth:`record_emitted`. Where SG608 runs (full depth): with the verifier's rows, this makes the
-        memory hold every token the engine sampled, so a recompute that re-feeds anything
+        :meth:`record_emitted`. Where SG608 runs (full depth): with the verifier's rows,
+        this makes the memory hold every token the engine sampled, so a recompute that
+        re-feeds anything
         else at such a position (a placeholder where the prefill's sample belongs) is SG608.
         """
         step = self._current
