@@ -280,8 +280,8 @@ class StepTracker:
         dropped); None keeps every prefill row's. Decode rows are left to
         :meth:`record_emitted`. Where SG608 runs (full depth): with the verifier's rows,
         this makes the memory hold every token the engine sampled, so a recompute that
-        re-feeds anything
-        else at such a position (a placeholder where the prefill's sample belongs) is SG608.
+        re-feeds anything else at such a position (a placeholder where the prefill's
+        sample belongs) is SG608.
         """
         step = self._current
         if step is None or not runs(*RECOMPUTE):

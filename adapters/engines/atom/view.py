@@ -193,9 +193,8 @@ class AtomView:
         the token each seq sampled in this forward. A prefill seq's, when its chunk ends
         the prompt, is its first token: with a tracker, where SG608 runs (full depth), it
         joins the seq's history next to the verifier's rows, so that a recompute which
-        re-feeds anything
-        else at that position (the EOS placeholder ATOM's preemption leaves there) is
-        SG608. The sample of a middle chunk, which ATOM drops, is not kept.
+        re-feeds anything else at that position (the EOS placeholder ATOM's preemption
+        leaves there) is SG608. The sample of a middle chunk, which ATOM drops, is not kept.
         """
         out = build(DrafterOutput, {
             "mtp_k": self.mtp_k, "vocab_size": self.vocab_size,
