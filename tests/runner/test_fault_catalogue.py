@@ -147,6 +147,16 @@ def test_metadata_depth_keeps_no_tracker():
     assert engine.tracker is None
 
 
+def test_an_engine_without_a_step_tracker_relates_no_forward():
+    """step_tracker=False: the stale drafts pass every single object, and nothing relates
+    the steps, so the run finishes (slower, with tokens still greedy's)."""
+    config, requests = WORKLOADS[faults.STALE_DRAFTS]()
+    engine = Engine(config, fault=faults.STALE_DRAFTS, model=MODEL, step_tracker=False)
+    with contracts.checking(mode="strict"):
+        result = engine.generate(requests)
+    assert divergence(result, requests) is None and engine.tracker is None
+
+
 def _stop(name: str) -> tuple[Engine, contracts.Violation]:
     engine, requests = _engine(name)
     with contracts.checking(mode="strict", depth="full"), \
