@@ -273,7 +273,7 @@ class VllmView:
             return out  # no rule of the depth reads the rows against the step's drafts
         host = host_array(accepted)
         if host is not None and not checked:  # the tracker keeps the progress, unchecked
-            if host.shape[0] == len(step.req_ids):
+            if self.tracker is not None and host.shape[0] == len(step.req_ids):
                 decode = step.num_draft_tokens > 0
                 self.tracker.record_accepted(step.tracker_ids[decode], host[decode])
         elif host is not None:
