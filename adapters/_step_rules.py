@@ -2,9 +2,8 @@
 
 The step tracker derives these small host objects from the previous step's state and the
 objects crossing now, and builds them, which validates them like any boundary object:
-by mode, naming the seq and its batch position. Rules SG601-SG608: SG601-SG607 are
-each one vectorised pass per step and run from the default depth on; SG608 walks each
-recomputed chunk against the seq's token history and runs at full depth.
+by mode, at each rule's depth, naming the seq and its batch position. Rules
+SG601-SG608.
 """
 
 from __future__ import annotations
@@ -141,8 +140,7 @@ def _mismatch(expected: Any, actual: Any, what: str, values: ValueChecks,
       boundary=Boundary.SCHEDULE, applies_to=("StepTransition",),
       fields={"starts", "expected_starts"},
       bug="ATOM C11: decode context_lens minus a stale num_rejected shifts every position "
-      "of a deferred seq; vLLM I6: scheduler and runner disagreeing on the rejected count.",
-      depth=Depth.ESSENTIAL)
+      "of a deferred seq; vLLM I6: scheduler and runner disagreeing on the rejected count.")
 def _resumes(step: StepTransition, values: ValueChecks) -> Finding | None:
     """A seq's first scheduled position is where its last step left it: the previous start
     plus the chunk after a prefill, plus the accepted drafts and one after a decode (the
@@ -172,8 +170,7 @@ def _resumes(step: StepTransition, values: ValueChecks) -> Finding | None:
       fields={"draft_token_ids", "proposed", "has_proposal", "num_drafts", "refilled"},
       bug="vLLM #43434: drafts scattered from the current buffer instead of the previous "
       "step's, misassigned after a reorder; ATOM #1444: compacted rows shifting drafts "
-      "onto the neighbouring seq.",
-      depth=Depth.ESSENTIAL)
+      "onto the neighbouring seq.")
 def _carried(step: StepTransition, values: ValueChecks) -> Finding | None:
     """The verifier checks drafts against the target's logits whatever their origin: a
     row holding another seq's drafts, or older ones, is verified anyway and, where a
@@ -205,8 +202,7 @@ def _carried(step: StepTransition, values: ValueChecks) -> Finding | None:
       fields={"refilled", "draft_token_ids", "draft_placeholder", "prev_rows",
               "decode_positions"},
       bug="vLLM #37629/#40768: a request re-entering the batch with [-1, -1, -1] "
-      "placeholders that nothing overwrote reached F.embedding (device-side assert).",
-      depth=Depth.ESSENTIAL)
+      "placeholders that nothing overwrote reached F.embedding (device-side assert).")
 def _refilled(step: StepTransition, values: ValueChecks) -> Finding | None:
     """A runner that keeps drafts on the device (ATOM's deferred rows, vLLM's async
     placeholders) fills the row from its previous-step buffer at the seq's previous row.
@@ -232,8 +228,7 @@ def _refilled(step: StepTransition, values: ValueChecks) -> Finding | None:
 @rule("SG604", "verify rows follow the step's decode seqs in batch order",
       boundary=Boundary.VERIFY, applies_to=("VerifyRows",), fields={"seq_ids", "batch_ids"},
       bug="ATOM C9: prev_batch.req_ids order must match the sampled rows; vLLM #49355: "
-      "sampled rows shaped for one token per request under pipeline parallelism.",
-      depth=Depth.ESSENTIAL)
+      "sampled rows shaped for one token per request under pipeline parallelism.")
 def _verify_rows(rows: VerifyRows, values: ValueChecks) -> Finding | None:
     """Accepted tokens are delivered, and the next anchors picked, by row: a row that
     belongs to another seq hands it someone else's tokens and rolls back the wrong KV."""
@@ -245,8 +240,7 @@ def _verify_rows(rows: VerifyRows, values: ValueChecks) -> Finding | None:
       boundary=Boundary.VERIFY, applies_to=("VerifyRows",),
       fields={"num_accepted", "num_drafts", "seq_ids", "batch_ids"},
       bug="vLLM #46533: a -1 placeholder draft could be accepted by the random-sampling "
-      "kernel and emitted as a real token.",
-      depth=Depth.ESSENTIAL)
+      "kernel and emitted as a real token.")
 def _accepted_drafts(rows: VerifyRows, values: ValueChecks) -> Finding | None:
     """Placeholder slots are fed to keep shapes uniform, never to be accepted: accepting
     one emits a placeholder as output and advances the context past tokens that were
@@ -265,8 +259,7 @@ def _accepted_drafts(rows: VerifyRows, values: ValueChecks) -> Finding | None:
       boundary=Boundary.DRAFT_OUTPUT, applies_to=("DraftRows",),
       fields={"seq_ids", "batch_ids"},
       bug="ATOM C17: the next step gathers draft_token_ids[deferred_prev] by previous "
-      "batch row; vLLM I9: DraftTokenIds paired with req_ids by position.",
-      depth=Depth.ESSENTIAL)
+      "batch row; vLLM I9: DraftTokenIds paired with req_ids by position.")
 def _draft_rows(rows: DraftRows, values: ValueChecks) -> Finding | None:
     """The next step reads a seq's drafts at its row of this step. A drafter output with
     padded, filtered or reordered rows hands every seq after the first difference its
@@ -281,8 +274,7 @@ def _draft_rows(rows: DraftRows, values: ValueChecks) -> Finding | None:
       "seq's drafts from the host instead of its previous-step buffer (the family of vLLM "
       "#43434) verifies a seq whose prefill just ended with none: its host row is still "
       "empty, as ATOM's spec_token_ids is on that step. vLLM I5d strips scheduled drafts by "
-      "mutating scheduler_output when the runner decides the drafter did not run.",
-      depth=Depth.ESSENTIAL)
+      "mutating scheduler_output when the runner decides the drafter did not run.")
 def _whole_proposal(step: StepTransition, values: ValueChecks) -> Finding | None:
     """Speculation pays off only through the drafts that reach the verifier. A seq whose
     proposal is dropped on the way (a host row still empty because the drafts are on the

@@ -14,11 +14,10 @@ previous step only) and feeds each relation to a rule (SG601-SG607)::
         tracker.verified(verify_output)      # rows follow the batch, accepted <= drafts
         tracker.drafted(drafter_output)      # rows follow the batch; drafts remembered
 
-Relations are value checks, each one vectorised pass per step: SG601-SG607 run from the
-default depth (``essential``) on, SG608, which compares each recomputed chunk with the
-seq's token history, at ``depth="full"``. The tracker keeps what a rule reads only where
-that rule runs (the token history only at full depth). Values on an accelerator are
-read only under ``device_values="sync"``; otherwise the seqs concerned are not checked.
+Relations are value checks: they run whenever value rules do (the default depth and
+full), each at its rule's depth, and the tracker keeps what a rule reads (the per-seq
+memory, the token history) only where that rule runs. Values on an accelerator are read
+only under ``device_values="sync"``; otherwise the seqs concerned are not checked.
 """
 
 from __future__ import annotations
@@ -278,7 +277,7 @@ class StepTracker:
         next token goes. ``kept`` marks, per row, the samples the engine keeps as that
         token (ATOM: a chunk that ends the prompt; the sample of a middle chunk is
         dropped); None keeps every prefill row's. Decode rows are left to
-        :meth:`record_emitted`. Where SG608 runs (full depth): with the verifier's rows,
+        :meth:`record_emitted`. Where SG608 runs: with the verifier's rows,
         this makes the memory hold every token the engine sampled, so a recompute that
         re-feeds anything else at such a position (a placeholder where the prefill's
         sample belongs) is SG608.

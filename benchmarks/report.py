@@ -94,6 +94,30 @@ def _dp_lines(dp: dict[str, Any] | None) -> list[str]:
             f"{dp['collective_share']:.2%} of step time"]
 
 
+def rules_table(rules: list[dict[str, Any]]) -> str:
+    """Each rule's depth and the µs of its check alone, per batch size (a rule that reads
+    further at full depth has a second row); rules with no object in the workload last."""
+    sizes = sorted({int(size) for row in rules for size in row["us"]})
+    head = "| rule | depth | " + " | ".join(f"B={size} µs" for size in sizes) + " |"
+    lines = [head, "|---|---|" + "---:|" * len(sizes)]
+    missing = []
+    for row in rules:
+        if "note" in row:
+            missing.append(row["code"])
+            continue
+        for key, depth in (("us", row["depth"]), ("us_full", "full")):
+            if key not in row:
+                continue
+            cells = " | ".join("—" if row[key].get(size, row[key].get(str(size))) is None
+                               else f"{row[key].get(size, row[key].get(str(size))):.1f}"
+                               for size in sizes)
+            lines.append(f"| {row['code']} | {depth} | {cells} |")
+    if missing:
+        lines.append("")
+        lines.append("Not in this workload (no object they apply to): " + ", ".join(missing))
+    return "\n".join(lines)
+
+
 def format_report(report: dict[str, Any]) -> str:
     """The full report: machine, validation table, mode off, engine, targets."""
     m = report["machine"]
@@ -123,6 +147,10 @@ def format_report(report: dict[str, Any]) -> str:
         "DraftTokens builders against np.array of the same rows:",
         "",
         from_mapping_table(report["from_mapping"]),
+        "",
+        "Each rule's check on its own, on clean decode steps of B seqs:",
+        "",
+        rules_table(report.get("rules", [])),
         "",
         f"- memory: validating {report['memory']['num_seqs']} seqs whose token stream is "
         f"{report['memory']['token_bytes'] / 1024:.0f} KiB allocates "

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from specguard import contracts
-from specguard.benchmarks import adapter_costs, floor
+from specguard.benchmarks import adapter_costs, floor, rule_costs
 from specguard.benchmarks.agreement import disagreements
 from specguard.benchmarks.engine import QUICK_WORKLOAD, engine_overhead
 from specguard.benchmarks.ranks import QUICK_RANKS, rank_collective_cost
@@ -47,6 +47,8 @@ class Settings:
     view_batch: int = 4096
     #: Batch sizes of the DraftTokens builders.
     mapping_sizes: tuple[int, ...] = (8, 1024, 65536)
+    #: Decode seqs of the per-rule costs.
+    rule_sizes: tuple[int, ...] = (8, 1024, 8192)
     #: Fresh interpreters per import timing.
     import_repeats: int = 7
     repeats: int = 21
@@ -60,7 +62,7 @@ class Settings:
         """A smoke run: two small batches, few short repeats."""
         return cls(sizes=(8, 128), repeats=3, target_s=0.0005,
                    engine_workload=QUICK_WORKLOAD, view_batch=64, mapping_sizes=(8, 128),
-                   import_repeats=1)
+                   import_repeats=1, rule_sizes=(8, 64))
 
     @property
     def clock_name(self) -> str:
@@ -332,6 +334,9 @@ def run_suite(settings: Settings, progress: Progress) -> dict[str, Any]:
             mapping.append(adapter_costs.from_mapping_costs(
                 size, repeats=settings.repeats, target_s=settings.target_s,
                 clock=settings.clock))
+        progress(f"each rule on its own: B={', '.join(map(str, settings.rule_sizes))}")
+        rules = rule_costs.rule_costs(settings.rule_sizes, repeats=settings.repeats,
+                                      clock=settings.clock)
         progress("import specguard.contracts in fresh interpreters")
         imported = adapter_costs.import_cost(settings.import_repeats)
         progress("engine steps: off, strict (metadata, default, full depth) in lockstep")
@@ -350,6 +355,7 @@ def run_suite(settings: Settings, progress: Progress) -> dict[str, Any]:
         "memory": memory,
         "adapters": views,
         "from_mapping": mapping,
+        "rules": rules,
         "import": imported,
         "engine": engine,
         "dp": dp,

@@ -8,8 +8,8 @@ verifier and the drafter), packed into one, and copies them with the outputs, at
 sync the step already has. A step is therefore checked while its successor runs, and
 always against what the forward really did, not against what the scheduler planned.
 
-The relations are value checks, run from the default depth on: with contracts off, or
-at metadata depth, nothing is recorded and no tracker exists.
+The relations are value checks: with contracts off, or at metadata depth, nothing is
+recorded and no tracker exists; at the default depth and at full they are checked.
 """
 
 from __future__ import annotations

@@ -109,13 +109,16 @@ def test_full_cache_groups_become_state_slots():
     assert batch.state_slots.tolist() == [10, 11, 12, 13]
 
 
-def test_short_block_table_is_sg110_at_full_depth():
-    """A table that ends before the seq's context does is named by SG110."""
+@pytest.mark.parametrize("depth", ["essential", "full"])
+def test_short_block_table_is_sg110_by_default(depth):
+    """A table that ends before the seq's context does is named by SG110, at the default
+    depth as at full (the ends of each table are read by default)."""
     seqs = [sequence(i, 40, drafts=K) for i in range(4)]
     seqs[2].block_table = seqs[2].block_table[:1]
     atom = decode_batch(seqs, dense=True)
-    _view()(atom)  # metadata depth: values are not read
-    with contracts.checking(depth="full"), pytest.raises(contracts.ContractViolation,
+    with contracts.checking(depth="metadata"):
+        _view()(atom)  # values are not read
+    with contracts.checking(depth=depth), pytest.raises(contracts.ContractViolation,
                                                          match=re.escape(
             "SG110 block tables are not empty and cover the context [ScheduledBatch.block_tables,"
             " scheduler → runner]: seq 2 at batch position 2: block table is empty or ends "

@@ -32,7 +32,7 @@ def test_quick_json_run_exits_zero_with_top_level_sections(quick_report):
     code, report, _ = quick_report
     assert code == 0
     assert set(report) == {"machine", "settings", "validation", "mode_off", "memory",
-                           "adapters", "from_mapping", "import", "engine", "dp", "targets"}
+                           "adapters", "from_mapping", "rules", "import", "engine", "dp", "targets"}
     assert {"cpu", "cores", "python", "numpy", "torch"} <= set(report["machine"])
 
 

@@ -191,7 +191,7 @@ class AtomView:
 
         ``next_token_ids`` (``[bs]``, what ATOM's ``propose_draft_token_ids`` receives) is
         the token each seq sampled in this forward. A prefill seq's, when its chunk ends
-        the prompt, is its first token: with a tracker, where SG608 runs (full depth), it
+        the prompt, is its first token: with a tracker, where SG608 runs, it
         joins the seq's history next to the verifier's rows, so that a recompute which
         re-feeds anything else at that position (the EOS placeholder ATOM's preemption
         leaves there) is SG608. The sample of a middle chunk, which ATOM drops, is not kept.

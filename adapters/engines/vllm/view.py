@@ -34,7 +34,7 @@ import numpy as np
 
 from specguard.adapters._build import build
 from specguard.adapters._host import host_array
-from specguard.adapters._step_rules import TRANSITION, VERIFY, VerifyRows, runs
+from specguard.adapters._step_rules import VERIFY, VerifyRows, runs
 from specguard.adapters.engines.vllm._drafter import drafter_fields
 from specguard.adapters.engines.vllm._drafts import dense_drafts, draft_tokens, listed_rows
 from specguard.adapters.engines.vllm._readers import (
@@ -215,13 +215,12 @@ class VllmView:
                                    functools.partial(_schedule_fields, scheduler_output, req_ids))
             return kept.run(self._read_entries, scheduler_output, order, counts, drafts)
 
-        if current_config().depth is not Depth.FULL \
-                and (self.tracker is None or not runs(*TRANSITION)):
+        if current_config().depth is Depth.METADATA:
             check_keys(scheduler_output, order, counts, drafts, ordered=req_ids is None)
             if self.tracker is None:
                 return VllmStep(order, np.arange(len(order)), read, width)
-            # Where no step rule runs the tracker links the steps and keeps their
-            # progress, but compares no drafts: the plan takes the counts, not the lists.
+            # At metadata depth the tracker links the steps and keeps their progress, but
+            # compares no drafts: the plan takes the counts and positions, not the lists.
             step = VllmStep(order, self._stable_ids(order) if order else np.arange(0),
                             read, width, listed=listed_counts(drafts, order))
             self.tracker.schedule(self._counted_plan(scheduler_output, step, counts),
