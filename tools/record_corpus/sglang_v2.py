@@ -14,6 +14,11 @@ setproctitle apache-tvm-ffi uvicorn fastapi psutil pyzmq``)::
 
     python tools/record_corpus/sglang_v2.py SRC/sglang-0.5.23          # every scenario
     python tools/record_corpus/sglang_v2.py SRC/sglang-0.5.23 --scenario bs1 --out DIR
+    python tools/record_corpus/sglang_v2.py SRC/sglang-0.5.23 --signatures   # ast only
+
+``--signatures`` reads (with :mod:`ast`, importing nothing) the parameters of the
+methods the installer and the plugin wrap, and the worker attributes they read, into
+``tests/adapters/data/sglang_0.5.23_signatures.json``.
 
 What is SGLang's own code, imported from the unzipped wheel and run as it is:
 
@@ -571,6 +576,70 @@ def _bug(sg: SimpleNamespace, name: str | None) -> Iterator[None]:
         yield
 
 
+# --- the wrapped methods' signatures, read with ast ------------------------------------
+
+SIGNATURES = ROOT / "tests" / "adapters" / "data" / f"sglang_{RELEASE}_signatures.json"
+_WRAPPED = {
+    "sglang/srt/speculative/eagle_worker_v2.py": {
+        "EAGLEWorkerV2": ("__init__", "forward_batch_generation", "verify"),
+        "EagleDraftWorker": ("draft",)},
+    "sglang/srt/speculative/base_spec_worker.py": {
+        "BaseSpecWorker": ("draft_worker", "target_worker")},
+    "sglang/srt/plugins/hook_registry.py": {"HookRegistry": ("register",)},
+}
+#: Attributes of the worker the installer reads, looked for as ``self.X = ...`` in
+#: ``EAGLEWorkerV2.__init__``.
+_ATTRIBUTES = ("topk", "speculative_num_steps", "speculative_num_draft_tokens",
+               "adaptive_controller", "_draft_worker", "_target_worker")
+
+
+def _parameters(function: Any) -> list[str]:
+    import ast
+
+    args: ast.arguments = function.args
+    names = [a.arg for a in [*args.posonlyargs, *args.args]]
+    if args.vararg is not None:
+        names.append("*" + args.vararg.arg)
+    names += [a.arg for a in args.kwonlyargs]
+    if args.kwarg is not None:
+        names.append("**" + args.kwarg.arg)
+    return names[1:] if names[:1] in (["self"], ["cls"]) else names
+
+
+def signatures(source_dir: str | Path) -> dict[str, Any]:
+    """The parameters (in order, without ``self``) of every method wrapped or read, the
+    worker attributes ``__init__`` assigns, and ``HookType``'s members."""
+    import ast
+
+    found: dict[str, Any] = {}
+    for relative, classes in _WRAPPED.items():
+        tree = ast.parse((Path(source_dir) / relative).read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef) and node.name in classes:
+                methods = {f.name: f for f in node.body
+                           if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef)}
+                for name in classes[node.name]:
+                    method = methods.get(name)
+                    found[f"{node.name}.{name}"] = (
+                        None if method is None else _parameters(method))
+                if node.name == "EAGLEWorkerV2" and "__init__" in methods:
+                    assigned = {t.attr for n in ast.walk(methods["__init__"])
+                                if isinstance(n, ast.Assign) for t in n.targets
+                                if isinstance(t, ast.Attribute)
+                                and isinstance(t.value, ast.Name) and t.value.id == "self"}
+                    found["EAGLEWorkerV2.__init__ assigns"] = sorted(
+                        a for a in _ATTRIBUTES if a in assigned)
+            if isinstance(node, ast.ClassDef) and node.name == "HookType":
+                found["HookType"] = [t.id for n in node.body if isinstance(n, ast.Assign)
+                                     for t in n.targets if isinstance(t, ast.Name)]
+    return {"about": (
+        f"Parameter names (in order, without self) of the SGLang {RELEASE} methods "
+        "specguard's installer and plugin wrap or read, the worker attributes "
+        "EAGLEWorkerV2.__init__ assigns that the installer reads, and HookType's members, "
+        "read from the unzipped wheel with ast by tools/record_corpus/sglang_v2.py "
+        "--signatures."), "release": RELEASE, "methods": found}
+
+
 # --- writing -----------------------------------------------------------------------------
 
 def record_scenario(sg: SimpleNamespace, scenario: Scenario) -> Any:
@@ -612,7 +681,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("source", help="the unzipped sglang-0.5.23 wheel")
     parser.add_argument("--scenario", action="append", choices=sorted(SCENARIOS))
     parser.add_argument("--out", help="corpus folder (default: the repository's)")
+    parser.add_argument("--signatures", action="store_true",
+                        help=f"write {SIGNATURES.name} instead of the corpus")
     args = parser.parse_args(argv)
+    if args.signatures:
+        import json
+
+        SIGNATURES.write_text(json.dumps(signatures(args.source), indent=1) + "\n",
+                              encoding="utf-8")
+        print(f"wrote {SIGNATURES}")
+        return 0
     record(args.source, args.out, scenarios=args.scenario)
     return 0
 
