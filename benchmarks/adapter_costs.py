@@ -3,8 +3,8 @@
 Core validation is measured against the floor in :mod:`specguard.benchmarks.suite`; this
 module measures what sits around it, each against the validation it feeds:
 
-* **engine views** (ATOM's ``ScheduledBatch``, vLLM's ``SchedulerOutput``) at B decode
-  seqs, per depth: the view's call against validating the contract objects it returns;
+* **engine views** (ATOM's ``ScheduledBatch``, vLLM's ``SchedulerOutput``, SGLang
+  0.5.23's ``ScheduleBatch`` at the overlap worker's entry) at B decode seqs, per depth: the view's call against validating the contract objects it returns;
 * **``DraftTokens.from_mapping``** from the engines' forms (a dict of lists, a dict of
   arrays, a dense ``(n, k)`` array with the ids of the seqs that have rows) against one
   plain ``np.array`` of the same rows;
@@ -24,7 +24,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
-from operator import itemgetter
+from operator import attrgetter, itemgetter
 from types import SimpleNamespace
 from typing import Any
 
@@ -35,7 +35,7 @@ from specguard.benchmarks.timing import Case, interleave
 from specguard.benchmarks.workload import BLOCK_SIZE, MTP_K, VOCAB_SIZE
 
 __all__ = ["WITH_TRACKER", "atom_batch", "from_mapping_costs", "import_cost",
-           "scheduler_output", "view_costs"]
+           "scheduler_output", "sglang_batch", "view_costs"]
 
 _US = 1e6
 _CONTEXT = 1024
@@ -86,6 +86,27 @@ def scheduler_output(size: int, *, seed: int = 0) -> SimpleNamespace:
         scheduled_spec_decode_tokens=dict(zip(requests, drafts, strict=True)))
 
 
+#: The SGLang overlap worker's view, by its name in the report.
+SGLANG = "SGLang 0.5.23"
+
+
+def sglang_batch(size: int, *, seed: int = 0) -> SimpleNamespace:
+    """An all-decode SGLang 0.5.23 ``ScheduleBatch`` of ``size`` requests as
+    ``EAGLEWorkerV2.forward_batch_generation`` receives it: inputs resolved, each request's
+    bonus token and first draft gathered from its own relay row."""
+    rng = np.random.default_rng(seed)
+    lens = rng.integers(2, _CONTEXT + 1, size).astype(np.int64)
+    rows = rng.permutation(size).astype(np.int64) + 1
+    spec = SimpleNamespace(
+        future_indices=rows, bonus_tokens=rng.integers(0, VOCAB_SIZE, size).astype(np.int32),
+        topk_index=rng.integers(0, VOCAB_SIZE, (size, 1)).astype(np.int64))
+    return SimpleNamespace(
+        reqs=[SimpleNamespace(rid=f"req-{i}") for i in range(size)],
+        forward_mode=SimpleNamespace(name="DECODE", is_extend=lambda: False),
+        seq_lens=lens, seq_lens_cpu=lens.copy(), req_pool_indices=rows.copy(),
+        spec_info=spec)
+
+
 def _config(depth: str) -> contracts.Config:
     return contracts.Config(mode=contracts.Mode.STRICT, depth=contracts.Depth(depth))
 
@@ -107,9 +128,13 @@ def _views(size: int, *, tracked: bool = False,
     step: the steady state of the scheduler hand-over, with no verify or draft hand-over
     in between (those are the runner's, and are not timed here).
     """
-    from specguard.adapters import AtomView, StepTracker, VllmView
+    from specguard.adapters import AtomView, SglangV2View, StepTracker, VllmView
 
     batch, output = atom_batch(size), scheduler_output(size)
+    decode = sglang_batch(size)
+    sglang = SglangV2View(spec_steps=MTP_K, vocab_size=VOCAB_SIZE,
+                          tracker=StepTracker() if tracked else None,
+                          carried=StepTracker(progress=False) if tracked else None)
     atom = AtomView(mtp_k=MTP_K, vocab_size=VOCAB_SIZE, block_size=BLOCK_SIZE,
                     tracker=StepTracker() if tracked else None)
     vllm = VllmView(mtp_k=MTP_K, vocab_size=VOCAB_SIZE,
@@ -122,8 +147,12 @@ def _views(size: int, *, tracked: bool = False,
     def vllm_objects() -> tuple[Any, ...]:
         return (vllm.schedule(output).draft_tokens,)
 
+    def sglang_objects() -> tuple[Any, ...]:
+        return (sglang.schedule(decode).entry,)
+
     return {"ATOM" + suffix: (lambda: atom(batch), atom_objects),
-            "vLLM" + suffix: (lambda: vllm.schedule(output), vllm_objects)}
+            "vLLM" + suffix: (lambda: vllm.schedule(output), vllm_objects),
+            SGLANG + suffix: (lambda: sglang.schedule(decode), sglang_objects)}
 
 
 def read_floor(view: str, depth: str, size: int, *, tracked: bool = False) -> Callable[[], Any]:
@@ -134,7 +163,13 @@ def read_floor(view: str, depth: str, size: int, *, tracked: bool = False) -> Ca
     arrays are numpy already); vLLM hands over dicts keyed by request id. The views read
     sizes and keys only where no rule reads the entries (ATOM's tables at metadata depth;
     vLLM's dicts below full depth, without a tracker); elsewhere every entry they check.
+    SGLang's worker hands over its requests as a list of ``Req`` objects (its tensors are
+    read where they are): their ids, one pass.
     """
+    if view == SGLANG:
+        reqs = sglang_batch(size).reqs
+        rid = attrgetter("rid")
+        return lambda: tuple(map(rid, reqs))
     if view == "ATOM":
         batch = atom_batch(size)
         ids, tables = batch.req_ids, batch.block_tables

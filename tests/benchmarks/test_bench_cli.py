@@ -148,9 +148,10 @@ def test_quick_json_has_one_adapter_entry_per_view_and_depth(quick_report):
     """The adapters section times ATOM's and vLLM's view at every depth, with a ratio."""
     _, report, _ = quick_report
     entries = report["adapters"]
-    plain = [(view, depth) for view in ("ATOM", "vLLM")
+    plain = [(view, depth) for view in ("ATOM", "vLLM", "SGLang 0.5.23")
              for depth in ("metadata", "essential", "full")]
-    tracked = [("ATOM + StepTracker", "full"), ("vLLM + StepTracker", "full")]
+    tracked = [("ATOM + StepTracker", "full"), ("vLLM + StepTracker", "full"),
+               ("SGLang 0.5.23 + StepTracker", "full")]
     assert sorted((e["view"], e["depth"]) for e in entries) == sorted(plain + tracked)
     for entry in entries:
         assert set(entry) == {"view", "depth", "batch", "view_us", "validation_us", "ratio",

@@ -26,10 +26,12 @@ def test_the_default_depth_is_essential():
 
 def test_the_essential_rules_are_the_seed_rules():
     """Exactly the embedding-id rule (with its Model Runner V2 form, SG628) and the
-    draft-row owner rule run by default."""
+    draft-row owner rule run by default, and SGLang 0.5.23's layout rules (SG650-SG658,
+    one vectorised comparison each on the worker's own tensors)."""
     essential = {code for code, rule in contracts.REGISTRY.items()
                  if rule.depth is contracts.Depth.ESSENTIAL}
-    assert essential == {"SG108", "SG115", "SG301", "SG628"}
+    sglang_v2 = {f"SG65{i}" for i in range(9)}
+    assert essential == {"SG108", "SG115", "SG301", "SG628"} | sglang_v2
     assert all(contracts.REGISTRY[code].check is not None for code in essential)
 
 

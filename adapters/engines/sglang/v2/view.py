@@ -60,6 +60,8 @@ class SglangStep:
     """A decode batch's relayed bonus tokens (None for an extend batch)."""
     first_drafts: Any
     """A decode batch's relayed first drafts, ``topk_index[:, 0]`` (None for extend)."""
+    entry: SglangForwardEntry | None = None
+    """The checked entry object."""
 
 
 class SglangV2View:
@@ -114,9 +116,9 @@ class SglangV2View:
             first = topk_index[:, 0] if _matrix(topk_index) else None
             fields |= {"future_indices": getattr(spec, "future_indices", None),
                        "bonus_tokens": bonus, "topk_index": topk_index}
-        build(SglangForwardEntry, fields, names=rids)
+        entry = build(SglangForwardEntry, fields, names=rids)
         ids = self._stable_ids(rids) if self._tracking() else np.arange(len(rids))
-        step = SglangStep(rids, ids, extend, fields["seq_lens"], bonus, first)
+        step = SglangStep(rids, ids, extend, seq_lens, bonus, first, entry)
         if self._tracking():
             self._schedule_trackers(batch, step)
         return step
