@@ -4,7 +4,8 @@ Core validation is measured against the floor in :mod:`specguard.benchmarks.suit
 module measures what sits around it, each against the validation it feeds:
 
 * **engine views** (ATOM's ``ScheduledBatch``, vLLM's ``SchedulerOutput``, SGLang
-  0.5.23's ``ScheduleBatch`` at the overlap worker's entry) at B decode seqs, per depth: the view's call against validating the contract objects it returns;
+  0.5.23's ``ScheduleBatch`` at the overlap worker's entry) at B decode seqs, per depth:
+  the view's call against validating the contract objects it returns;
 * **``DraftTokens.from_mapping``** from the engines' forms (a dict of lists, a dict of
   arrays, a dense ``(n, k)`` array with the ids of the seqs that have rows) against one
   plain ``np.array`` of the same rows;

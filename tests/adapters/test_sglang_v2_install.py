@@ -17,6 +17,8 @@ from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import pytest
+from sglang_traffic import batch as _batch
+from sglang_traffic import result as _result
 
 from specguard import contracts
 from specguard.adapters import UnsupportedEngine
@@ -28,8 +30,6 @@ DATA = json.loads((Path(__file__).parent / "data" / "sglang_0.5.23_signatures.js
                   .read_text(encoding="utf-8"))
 METHODS = DATA["methods"]
 CORPUS = Path(__file__).parents[1] / "conformance" / "corpus" / "sglang" / "0.5.23"
-sys.path.insert(0, str(Path(__file__).parents[1] / "conformance"))
-from test_sglang_v2_conformance import _batch, _result  # noqa: E402
 
 
 class _Script:

@@ -16,6 +16,8 @@ import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
+from sglang_traffic import batch as _batch
+from sglang_traffic import result as _result
 
 from specguard import contracts
 from specguard.adapters import SglangV2View, StepTracker
@@ -41,38 +43,6 @@ def _view(corpus: Corpus) -> SglangV2View:
     return SglangV2View(spec_steps=_setting(corpus, "spec_steps"),
                         vocab_size=_setting(corpus, "vocab_size"), tracker=StepTracker(),
                         carried=StepTracker(progress=False))
-
-
-class _Mode:
-    """SGLang's ForwardMode as the view meets it: a name and ``is_extend()``."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def is_extend(self) -> bool:
-        return self.name == "EXTEND"
-
-
-def _batch(fields: dict[str, Any]) -> SimpleNamespace:
-    """The recorded ScheduleBatch at the worker's entry, with SGLang's attribute names."""
-    spec = None
-    if fields["forward_mode"] != "EXTEND":
-        spec = SimpleNamespace(future_indices=fields["future_indices"],
-                               bonus_tokens=fields["bonus_tokens"],
-                               topk_index=fields["topk_index"])
-    return SimpleNamespace(
-        reqs=[SimpleNamespace(rid=rid) for rid in fields["rids"]],
-        forward_mode=_Mode(fields["forward_mode"]), spec_info=spec,
-        seq_lens=fields["seq_lens"], seq_lens_cpu=fields["seq_lens_cpu"],
-        req_pool_indices=fields["req_pool_indices"], input_ids=fields.get("input_ids"),
-        prefix_lens=fields.get("prefix_lens"), extend_lens=fields.get("extend_lens"))
-
-
-def _result(fields: dict[str, Any]) -> SimpleNamespace:
-    return SimpleNamespace(
-        next_token_ids=fields["next_token_ids"], accept_lens=fields["accept_lens"],
-        accept_index=fields["accept_index"], new_seq_lens=fields["new_seq_lens"],
-        next_draft_input=SimpleNamespace(bonus_tokens=fields["bonus_tokens"]))
 
 
 def _replay(corpus: Corpus, change: Any = None, *, depth: str = "full",
@@ -285,12 +255,13 @@ def test_checks_off_validate_nothing():
     """Mode off: the buggy runs replay without a violation."""
     corpus = _corpus("bonus-token-wrong-stride")
     view = _view(corpus)
+    step = None
     with contracts.checking(mode="off"):
         for event in corpus.events:
             fields = event.values()
             if event.event == "forward":
                 step = view.schedule(_batch(fields))
-            elif event.event == "verified":
+            elif event.event == "verified" and step is not None:
                 view.verified(step, _result(fields))
 
 

@@ -158,8 +158,7 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
              "SGLang PR #27512 re-created: a multimodal pad sentinel (an id past the "
              "vocabulary) is left in a prompt, so it reaches the extend batch's input_ids "
              "that the target and the draft prefill embed. Expected: SG651 at r1.",
-             (Request("r0", _prompt(16, 5), 6), Request("r1", _prompt(17, 4) + [VOCAB + 7],
-                                                         6)),
+             (Request("r0", _prompt(16, 5), 6), Request("r1", [*_prompt(17, 4), VOCAB + 7], 6)),
              num_steps=3, bug="pad-sentinel",
              expect=({"code": "SG651", "seq_id": "r1", "position": 1},)),
 )}
@@ -381,7 +380,6 @@ class _Scheduler:
             "rids": [r.rid for r in batch.reqs], **fields}})
 
     def _forward(self, batch: Any, on_publish: Callable[[Any], None]) -> Any:
-        torch = self.torch
         mode = batch.forward_mode
         spec = batch.spec_info
         entry: dict[str, Any] = {
@@ -411,7 +409,7 @@ class _Scheduler:
         contexts = [list(r.full_untruncated_fill_ids[: r.extend_end]) for r in batch.reqs]
         next_ids = torch.tensor([_Models.target(c) for c in contexts], dtype=torch.int64)
         on_publish(batch.seq_lens)  # new_seq_lens: the prompt, before the sampled token
-        first = torch.tensor([[_Models.draft(c + [int(t)])] for c, t in zip(
+        first = torch.tensor([[_Models.draft([*c, int(t)])] for c, t in zip(
             contexts, next_ids.tolist(), strict=True)], dtype=torch.int64)
         draft_input = sg.eagle_info.EagleDraftInput(
             bonus_tokens=next_ids.to(torch.int32), topk_p=torch.ones(first.shape),

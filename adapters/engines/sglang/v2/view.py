@@ -113,7 +113,8 @@ class SglangV2View:
         else:
             bonus = getattr(spec, "bonus_tokens", None)
             topk_index = getattr(spec, "topk_index", None)
-            first = topk_index[:, 0] if _matrix(topk_index) else None
+            first = topk_index[:, 0] if topk_index is not None and _matrix(topk_index) \
+                else None
             fields |= {"future_indices": getattr(spec, "future_indices", None),
                        "bonus_tokens": bonus, "topk_index": topk_index}
         entry = build(SglangForwardEntry, fields, names=rids)
