@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 from functools import cache
+from itertools import pairwise
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -192,6 +193,22 @@ def test_a_retracted_request_re_prefills_the_tokens_it_was_emitted():
     found = _replay(corpus, corrupt)
     assert [v.code for v in found] == ["SG608"]
     assert found[0].reason.startswith("request 'r0': ")
+
+
+def test_the_target_verify_embeds_exactly_the_verify_rows_at_their_positions():
+    """SGLang's own ForwardBatch.init_new (TARGET_VERIFY) takes the verify input's rows as
+    its input_ids and positions, and the entry's seq_lens: what SG652-SG654 check on the
+    EagleVerifyInput is what the target embeds."""
+    for path in FILES:
+        corpus = read_corpus(path)
+        pairs = [(e.values(), n.values()) for e, n in pairwise(corpus.events)
+                 if e.event == "verify_input" and n.event == "verify_forward"]
+        assert pairs and len(pairs) == len(_events(corpus, "verified"))
+        for verify_input, forward in pairs:
+            assert forward["forward_mode"] == "TARGET_VERIFY"
+            assert forward["input_ids"].tolist() == verify_input["draft_token"].tolist()
+            assert forward["positions"].tolist() == verify_input["positions"].tolist()
+            assert forward["seq_lens"].tolist() == verify_input["seq_lens"].tolist()
 
 
 def test_the_relay_placeholder_rows_past_the_batch_are_never_read():

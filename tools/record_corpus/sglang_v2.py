@@ -35,13 +35,17 @@ What is SGLang's own code, imported from the unzipped wheel and run as it is:
 * the draft worker's assembly of the verify rows: ``select_top_k_tokens``,
   ``organize_draft_results`` and ``build_eagle_verify_input`` (its tree kernel is the
   Triton one SGLang ships for XPU, run by Triton's interpreter, ``TRITON_INTERPRET=1``);
+* the target verify's ``ForwardBatch``: ``eagle_prepare_for_verify`` and
+  ``ForwardBatch.init_new`` (``TARGET_VERIFY``), over a ``KVIndexTranslator`` of the CPU
+  pools (its KV slot kernel has no CPU path, so no ``out_cache_loc`` is recorded);
 * the verify: ``eagle_sample``'s greedy path (``verify_tree_greedy_triton``, interpreted)
   and ``fill_bonus_tokens_func``, then ``new_seq_lens = seq_lens + accept_lens`` as
   ``run_eagle_verify`` computes it on a non-CUDA device.
 
 What is a stand-in: the models (a toy target and draft model, ``_Models``, give the
-logits and the draft proposals; their hidden states are zeros), the model runners and
-attention backends (never run), the scheduling policy (every waiting request is admitted
+logits and the draft proposals; their hidden states are zeros), the model runners (a
+namespace with the fields ``ForwardBatch.init_new`` reads) and attention backends (never
+run), the scheduling policy (every waiting request is admitted
 whole; ``extend_end`` set as ``PrefillAdder`` sets it for a non-chunked prefill), the
 result processing (``_Scheduler._commit``, which does what
 ``process_batch_result_prefill`` / ``process_batch_result_decode`` do for spec v2: the
@@ -53,7 +57,9 @@ index); the global ``ServerArgs`` is built for ``model_path="dummy"``.
 Each event is one hand-over the adapter reads, with SGLang's field names: ``forward``
 (the ``ScheduleBatch`` at ``EAGLEWorkerV2.forward_batch_generation``, after
 ``resolve_forward_inputs``), ``verify_input`` (the ``EagleVerifyInput`` ``draft``
-returns), ``verified`` (``run_eagle_verify``'s ``GenerationBatchResult``) and ``drafted``
+returns), ``verify_forward`` (the target verify's ``ForwardBatch``: its ``input_ids``,
+``positions`` and ``seq_lens``), ``verified`` (``run_eagle_verify``'s
+``GenerationBatchResult``) and ``drafted``
 (its ``next_draft_input`` after the draft extend). A buggy scenario patches SGLang at run
 time to re-create a real bug, and its ``expect`` lists the first violation replaying it
 must report.
@@ -279,13 +285,20 @@ class _Scheduler:
             vocab_size=VOCAB, hidden_size=HIDDEN, dtype=torch.float16,
             is_encoder_decoder=False, is_multimodal=False, is_matryoshka=False,
             context_len=256, is_multimodal_gen=False, num_attention_layers=1,
-            model_is_mrope=False)
+            model_is_mrope=False, requires_mm_token_modalities=False)
         self.algo = sg.spec_info.SpeculativeAlgorithm.from_string("EAGLE")
         self.future_map = sg.overlap_utils.FutureMap(
             torch.device("cpu"), self.algo, self.r2t, needs_cpu_seq_lens=True)
+        translator = importlib.import_module(
+            "sglang.srt.mem_cache.kv_index_translator").KVIndexTranslator(
+            req_to_token=self.r2t.req_to_token, token_to_kv_pool_allocator=self.allocator,
+            token_to_kv_pool=kv, page_size=1, device="cpu")
         self.target_worker = SimpleNamespace(model_runner=SimpleNamespace(
             attn_backend=SimpleNamespace(verify_mask=None, max_context_len=256),
-            model_config=self.model_config, watermark_state=None))
+            model_config=self.model_config, watermark_state=None, device="cpu",
+            is_draft_worker=False, kv_index_translator=translator, lora_manager=None,
+            spec_algorithm=self.algo, decode_cuda_graph_runner=None,
+            ngram_embedding_manager=SimpleNamespace(enabled=False)))
         self.running: Any = None
         self.waiting: list[Any] = []
         self.reqs: dict[str, Any] = {}
@@ -469,6 +482,12 @@ class _Scheduler:
         target's one-hot rows; sampling and the bonus tokens are SGLang's."""
         torch, sg = self.torch, self.sg
         bs, ndt = len(batch.reqs), self.ndt
+        forward_batch, _graph = sg.eagle_utils.eagle_prepare_for_verify(
+            verify_input, self.r2t, batch, self.target_worker)
+        self._record("verify_forward", batch, forward_mode=forward_batch.forward_mode.name,
+                     input_ids=_array(forward_batch.input_ids),
+                     positions=_array(forward_batch.positions),
+                     seq_lens=_array(forward_batch.seq_lens))
         rows = verify_input.draft_token.view(bs, ndt).tolist()
         logits = torch.full((bs * ndt, VOCAB), -1e4)
         for i, context in enumerate(self._contexts(batch)):
