@@ -23,6 +23,7 @@ import sys
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any, overload
 
 import numpy as np
@@ -89,6 +90,7 @@ class SglangV2View:
         self._next_id = 0
         self._id_limit = id_limit
         self._awaiting_rows = False  # a decode entry whose verify rows did not come
+        self._last: tuple[tuple[str, ...], np.ndarray] | None = None  # the previous batch
 
     # - the hand-overs -
 
@@ -97,7 +99,7 @@ class SglangV2View:
         after ``resolve_forward_inputs``: rows, the relay keys, and every id the worker
         embeds first. The draft input's stale rows are never read: only what
         ``resolve_forward_inputs`` gathered by ``future_indices``."""
-        rids = tuple(str(getattr(r, "rid", i)) for i, r in enumerate(_list(batch, "reqs")))
+        rids = _rids(_list(batch, "reqs"))
         extend = _is_extend(getattr(batch, "forward_mode", None))
         spec = getattr(batch, "spec_info", None)
         seq_lens = getattr(batch, "seq_lens", None)
@@ -269,6 +271,9 @@ class SglangV2View:
     def _stable_ids(self, rids: tuple[str, ...]) -> np.ndarray:
         """One integer per request id, the same while SGLang keeps the request (up to
         ``id_limit`` requests are remembered, the least recently seen forgotten first)."""
+        last = self._last
+        if last is not None and last[0] == rids:  # the steady state: the same batch again
+            return last[1].copy()
         numbers = np.empty(len(rids), dtype=np.int64)
         for i, rid in enumerate(rids):
             number = self._ids.get(rid)
@@ -283,6 +288,7 @@ class SglangV2View:
             else:
                 self._ids.move_to_end(rid)
             numbers[i] = number
+        self._last = (rids, numbers.copy())
         return numbers
 
 
@@ -303,6 +309,18 @@ class _TrackedNames(Sequence[str]):
         if isinstance(index, slice):
             return [self[i] for i in range(*index.indices(len(self)))]
         return self._by_id.get(index, f"#{index}")
+
+
+_RID = attrgetter("rid")
+
+
+def _rids(reqs: list[Any]) -> tuple[str, ...]:
+    """Each ``Req``'s ``rid`` (SGLang's are strings; its batch position for a request
+    without one), in one C-level pass when every request has one."""
+    try:
+        return tuple(map(_RID, reqs))
+    except AttributeError:
+        return tuple(str(getattr(r, "rid", i)) for i, r in enumerate(reqs))
 
 
 def _is_extend(mode: Any) -> bool:
