@@ -17,7 +17,9 @@ environment changes no worker; ``SGLANG_PLUGINS`` can also leave it out by name
 own ``load_plugins``. A worker specguard does not know (a draft tree, adaptive
 speculation, a pipeline stage without the draft) is refused by ``install``: under
 ``strict`` the worker stops with that error, under ``warn`` it is logged and the worker
-runs unchecked.
+runs unchecked. ``FrozenKVMTPWorkerV2`` (the ``FROZEN_KV_MTP`` algorithm) subclasses the
+worker without calling its ``__init__``, so the hook does not reach it; its traffic is
+not recorded, and ``install`` on such a worker is the caller's choice.
 """
 
 from __future__ import annotations
