@@ -138,9 +138,9 @@ def test_installed_worker_runs_the_recorded_traffic_clean(scenario):
 
 
 @pytest.mark.parametrize("scenario, code, method", [
-    ("bonus-token-wrong-stride", "SG658", "verify"),
-    ("filter-truncates-relay-rows", "SG650", "forward_batch_generation"),
-    ("pad-sentinel-in-prefill", "SG651", "forward_batch_generation"),
+    ("sg658-bonus-token-wrong-stride", "SG658", "verify"),
+    ("sg650-filter-truncates-relay-rows", "SG650", "forward_batch_generation"),
+    ("sg651-pad-sentinel-in-prefill", "SG651", "forward_batch_generation"),
 ])
 def test_installed_worker_raises_the_bug_from_the_wrapped_method(scenario, code, method):
     worker = EAGLEWorkerV2()
@@ -204,7 +204,7 @@ def test_draft_and_verify_of_another_batch_are_not_read():
     as the step's: the recorded buggy verify result is then not checked."""
     worker = EAGLEWorkerV2()
     sglang_install.install(worker)
-    script = _Script("bonus-token-wrong-stride")
+    script = _Script("sg658-bonus-token-wrong-stride")
     batch, step = script.batches()[1]
     worker.step = step
     with contracts.checking(mode="strict", depth="essential"):
@@ -325,7 +325,7 @@ def test_plugin_installs_on_every_worker_sglang_builds(fake_sglang, monkeypatch)
         assert sglang_install.installation_of(worker) is not None
         _drive(worker, "mixed-prompt-lengths")
         with pytest.raises(contracts.ContractViolation, match="SG658"):
-            _drive(Worker(), "bonus-token-wrong-stride")
+            _drive(Worker(), "sg658-bonus-token-wrong-stride")
 
 
 def test_plugin_refuses_an_unknown_worker_in_strict_and_logs_it_in_warn(

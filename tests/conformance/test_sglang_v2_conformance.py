@@ -102,9 +102,9 @@ def test_corpus_holds_the_overlap_worker_scenarios():
                      "join-running-batch", "retract-and-reprefill", "bs1", "bs9"}
     buggy = {p.stem: [e.code for e in read_corpus(p).expect] for p in FILES
              if not read_corpus(p).valid}
-    assert buggy == {"filter-truncates-relay-rows": ["SG650"],
-                     "bonus-token-wrong-stride": ["SG658"],
-                     "pad-sentinel-in-prefill": ["SG651"]}
+    assert buggy == {"sg650-filter-truncates-relay-rows": ["SG650"],
+                     "sg658-bonus-token-wrong-stride": ["SG658"],
+                     "sg651-pad-sentinel-in-prefill": ["SG651"]}
     assert all(read_corpus(p).engine == "sglang" for p in FILES)
 
 
@@ -239,8 +239,8 @@ def test_a_negative_overlap_placeholder_reaching_the_worker_is_sg651():
 
 def test_metadata_depth_reads_no_values():
     """The bug recordings pass at metadata depth: every SGLang rule is a value rule."""
-    for scenario in ("filter-truncates-relay-rows", "bonus-token-wrong-stride",
-                     "pad-sentinel-in-prefill"):
+    for scenario in ("sg650-filter-truncates-relay-rows", "sg658-bonus-token-wrong-stride",
+                     "sg651-pad-sentinel-in-prefill"):
         assert _replay(_corpus(scenario), depth="metadata") == []
 
 
@@ -257,7 +257,7 @@ def test_tensors_on_a_device_give_deferred_verdicts(monkeypatch):
                 fields[name] = torch.from_numpy(value)
 
     for scenario, codes in (("mixed-prompt-lengths", []),
-                            ("bonus-token-wrong-stride", ["SG658"])):
+                            ("sg658-bonus-token-wrong-stride", ["SG658"])):
         with contracts.checking(device_values="deferred"):
             assert _replay(_corpus(scenario), on_device, depth="essential") == []
             try:
@@ -270,7 +270,7 @@ def test_tensors_on_a_device_give_deferred_verdicts(monkeypatch):
 
 def test_checks_off_validate_nothing():
     """Mode off: the buggy runs replay without a violation."""
-    corpus = _corpus("bonus-token-wrong-stride")
+    corpus = _corpus("sg658-bonus-token-wrong-stride")
     view = _view(corpus)
     step = None
     with contracts.checking(mode="off"):

@@ -143,7 +143,7 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     Scenario("bs9", "Nine requests decoding together.",
              tuple(Request(f"r{i}", _prompt(20 + i, 4 + i), 9) for i in range(9)),
              num_steps=5),
-    Scenario("filter-truncates-relay-rows",
+    Scenario("sg650-filter-truncates-relay-rows",
              "SGLang #8671 re-created: EagleDraftInput.filter_batch keeps the first "
              "len(new_indices) future_indices instead of the kept requests' rows, so once "
              "r0 has finished r1 reads r0's relay row (its bonus token and length) and r2 "
@@ -152,7 +152,7 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
               Request("r2", _prompt(13, 7), 14)), num_steps=6,
              bug="filter-truncates",
              expect=({"code": "SG650", "seq_id": "r1", "position": 0},)),
-    Scenario("bonus-token-wrong-stride",
+    Scenario("sg658-bonus-token-wrong-stride",
              "SGLang PR #26866 family re-created: fill_bonus_tokens_func reads each "
              "request's bonus token with the verify width num_draft_tokens + 1 as its "
              "stride, so every request after the first gets a token of another row. "
@@ -160,7 +160,7 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
              (Request("r0", _prompt(14, 5), 12), Request("r1", _prompt(15, 6), 12)),
              num_steps=4, bug="bonus-stride",
              expect=({"code": "SG658", "seq_id": "r1", "position": 1},)),
-    Scenario("pad-sentinel-in-prefill",
+    Scenario("sg651-pad-sentinel-in-prefill",
              "SGLang PR #27512 re-created: a multimodal pad sentinel (an id past the "
              "vocabulary) is left in a prompt, so it reaches the extend batch's input_ids "
              "that the target and the draft prefill embed. Expected: SG651 at r1.",
