@@ -106,3 +106,32 @@ def test_a_decode_step_without_its_verify_rows_unlinks_the_verify_tracker():
     assert (violation.code, violation.position) == ("SG601", 0)
     assert violation.reason.startswith("request 'req-a': starts at position 40")
     run([([23, 10], False), ([40, 10], True)])
+
+
+def test_an_idle_batch_of_data_parallel_attention_passes():
+    """A DP rank with no request runs an IDLE batch: zero rows everywhere, and
+    eagle_sample's idle accept_index is flat (``torch.empty(0)``), which is legal."""
+    import torch
+
+    empty = torch.empty
+    batch = SimpleNamespace(
+        reqs=[], forward_mode=SimpleNamespace(name="IDLE", is_extend=lambda: False),
+        seq_lens=empty(0, dtype=torch.int64), seq_lens_cpu=empty(0, dtype=torch.int64),
+        req_pool_indices=empty(0, dtype=torch.int64),
+        spec_info=SimpleNamespace(future_indices=None, bonus_tokens=empty(0, dtype=torch.int32),
+                                  topk_index=empty((0, 1), dtype=torch.int64)))
+    view = SglangV2View(spec_steps=3, vocab_size=1000, tracker=StepTracker(),
+                        carried=StepTracker(progress=False))
+    with contracts.checking(mode="strict", depth="full"):
+        step = view.schedule(batch)
+        view.verify_input(step, ex._sglang_verify_input(
+            draft_token=empty(0, dtype=torch.int64), positions=empty(0, dtype=torch.int64),
+            retrieve_index=torch.full((0, 4), -1), retrieve_next_token=torch.full((0, 4), -1),
+            retrieve_next_sibling=torch.full((0, 4), -1)))
+        view.verified(step, SimpleNamespace(
+            next_token_ids=empty(0, dtype=torch.int32), accept_lens=empty(0, dtype=torch.int32),
+            accept_index=empty(0, dtype=torch.int32), new_seq_lens=empty(0, dtype=torch.int64),
+            next_draft_input=SimpleNamespace(bonus_tokens=empty(0, dtype=torch.int32))))
+        view.drafted(step, SimpleNamespace(bonus_tokens=empty(0, dtype=torch.int32),
+                                           topk_index=empty((0, 1), dtype=torch.int64)))
+    assert step.rids == ()

@@ -166,7 +166,8 @@ class SglangV2View:
             "spec_steps": self.mtp_k, "draft_token_num": width,
             "seq_ids": _positions(step.seq_lens, bs),
             "seq_lens": step.seq_lens, "accept_lens": lens,
-            "accept_index": getattr(result, "accept_index", None),
+            # an idle batch's (DP attention) is flat: torch.empty(0) in eagle_sample
+            "accept_index": _rows(getattr(result, "accept_index", None), bs, self.mtp_k + 1),
             "new_seq_lens": getattr(result, "new_seq_lens", None), "predict": predict,
             "bonus_tokens": getattr(draft_input, "bonus_tokens", None)},
             names=step.rids)
