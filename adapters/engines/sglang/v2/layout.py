@@ -241,9 +241,10 @@ def _chain(verify: SglangVerifyInput, values: ValueChecks) -> Finding | None:
 @rule("SG653", "verify positions continue each request's sequence",
       boundary=Boundary.MODEL_INPUT, applies_to=_VERIFY_INPUT,
       fields={"positions", "seq_lens"},
-      bug="SGLang issue #15638 family: the v2 worker read seq_lens before the relay "
-      "resolved them (stale after an overlapped step), and every verify and draft-extend "
-      "position of the request was shifted; nothing crashes until a gather runs off a row.",
+      bug="SGLang 0.5.23 overlap scheduling: at run_batch's entry seq_lens are stale "
+      "until resolve_seq_lens_cpu gathers them from FutureMap; verify positions built from "
+      "the stale lengths write KV over committed tokens, and nothing crashes until a "
+      "gather runs off a row (the out-of-bounds gather of #15638 in the v2 draft extend).",
       depth=Depth.ESSENTIAL)
 def _positions(verify: SglangVerifyInput, values: ValueChecks) -> Finding | None:
     """Slot ``j`` of a request's verify row sits at position ``seq_len + j``: the bonus
