@@ -20,7 +20,10 @@ One folder per engine under :mod:`specguard.adapters.engines`, each with the sam
 * vLLM: :class:`VllmView` (the V1 runner) and :class:`Mrv2View` (Model Runner V2);
   :func:`install_vllm` / :func:`uninstall_vllm` put them on a live ``GPUModelRunner``,
   and :mod:`specguard.adapters.engines.vllm.plugin` does it from vLLM's plugin hook when
-  ``SPECGUARD_MODE`` is on.
+  ``SPECGUARD_MODE`` is on;
+* SGLang 0.5.23: :class:`SglangV2View` (the overlap worker, ``EAGLEWorkerV2``), put on a
+  live worker by :mod:`specguard.adapters.engines.sglang.v2.install` and by SGLang's
+  plugin hook (:mod:`specguard.adapters.engines.sglang.v2.plugin`).
 
 An installer refuses a runner it does not know with :class:`UnsupportedEngine`.
 Knows the contracts; knows no runner.
@@ -39,6 +42,7 @@ from specguard.adapters.engines.atom.view import AtomView as AtomView
 from specguard.adapters.engines.sglang.install import install as install_sglang
 from specguard.adapters.engines.sglang.install import installed as sglang_installed
 from specguard.adapters.engines.sglang.install import uninstall as uninstall_sglang
+from specguard.adapters.engines.sglang.v2.view import SglangV2View as SglangV2View
 from specguard.adapters.engines.sglang.view import SglangView as SglangView
 from specguard.adapters.engines.vllm.install import install as install_vllm
 from specguard.adapters.engines.vllm.install import installed as vllm_installed
@@ -68,6 +72,7 @@ __all__ = [
     "Mrv2View",
     "RankAgreement",
     "RankStep",
+    "SglangV2View",
     "SglangView",
     "SnapshotError",
     "StepLinks",

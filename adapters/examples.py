@@ -20,6 +20,7 @@ import numpy as np
 
 from specguard import contracts as sg
 from specguard.adapters.engines.atom.view import AtomView
+from specguard.adapters.engines.sglang.v2.view import SglangV2View
 from specguard.adapters.engines.sglang.view import SglangView
 from specguard.adapters.engines.vllm.mrv2.view import Mrv2View
 from specguard.adapters.engines.vllm.view import VllmView
@@ -302,6 +303,56 @@ def _ranks(rank: int = 3, **changes: Any) -> None:
     check_ranks(np.stack([step.row(id_slots=4) for step in steps]))
 
 
+def _sglang_v2_entry(**changes: Any) -> SimpleNamespace:
+    """An object with the fields of SGLang 0.5.23's ScheduleBatch at EAGLEWorkerV2's entry
+    (inputs resolved): req-a and req-b decoding, their bonus tokens and first drafts
+    relayed from their own pool rows."""
+    spec: dict[str, Any] = {"future_indices": _ids(7, 3), "bonus_tokens": _ids(501, 601),
+                            "topk_index": _ids([502], [602])}
+    spec.update({k: v for k, v in changes.items() if k in spec})
+    fields: dict[str, Any] = {
+        "reqs": [SimpleNamespace(rid="req-a"), SimpleNamespace(rid="req-b")],
+        "forward_mode": SimpleNamespace(name="DECODE", is_extend=lambda: False),
+        "seq_lens": _ids(20, 9), "seq_lens_cpu": _ids(20, 9), "req_pool_indices": _ids(7, 3),
+        "spec_info": SimpleNamespace(**spec)}
+    fields.update({k: v for k, v in changes.items() if k not in spec})
+    return SimpleNamespace(**fields)
+
+
+def _sglang_v2_verify_input(**changes: Any) -> SimpleNamespace:
+    """The EagleVerifyInput draft() builds for :func:`_sglang_v2_entry`: one chain a row."""
+    fields: dict[str, Any] = {
+        "spec_steps": 3, "topk": 1, "draft_token_num": 4,
+        "draft_token": _ids(501, 502, 503, 504, 601, 602, 603, 604),
+        "positions": _ids(20, 21, 22, 23, 9, 10, 11, 12),
+        "retrieve_index": _ids([0, 1, 2, 3], [4, 5, 6, 7]),
+        "retrieve_next_token": _ids([1, 2, 3, -1], [1, 2, 3, -1]),
+        "retrieve_next_sibling": _ids([-1] * 4, [-1] * 4)}
+    fields.update(changes)
+    return SimpleNamespace(**fields)
+
+
+def _sglang_v2_result(**changes: Any) -> SimpleNamespace:
+    """run_eagle_verify's result for :func:`_sglang_v2_verify_input`: req-a accepted two
+    drafts and its bonus token 77, req-b no draft and its bonus token 88."""
+    fields: dict[str, Any] = {
+        "next_token_ids": _ids(502, 503, 77, 0, 88, 0, 0, 0), "accept_lens": _ids(3, 1),
+        "accept_index": _ids([0, 1, 2, -1], [4, -1, -1, -1]), "new_seq_lens": _ids(23, 10),
+        "next_draft_input": SimpleNamespace(bonus_tokens=_ids(77, 88))}
+    fields.update(changes)
+    return SimpleNamespace(**fields)
+
+
+def _sglang_v2(entry: SimpleNamespace, verify_input: SimpleNamespace | None = None,
+            result: SimpleNamespace | None = None) -> None:
+    view = SglangV2View(spec_steps=3, vocab_size=_VOCAB)
+    step = view.schedule(entry)
+    if verify_input is not None:
+        view.verify_input(step, verify_input)
+    if result is not None:
+        view.verified(step, result)
+
+
 _ADAPTER_EXAMPLES = (
     Example("SG601", "seq 12's context not rolled back for the two drafts it had rejected "
             "(checked by a `StepTracker` across two steps)", _resumed_elsewhere),
@@ -399,6 +450,41 @@ _ADAPTER_EXAMPLES = (
     Example("SG647", "req-a handed req-b's draft row after a filter that kept the first "
             "rows (`SglangView.schedule`, the step after the prefill)",
             lambda: _sglang(previous=[41, 31])),
+    Example("SG650", "req-b's relay key left at req-a's pool row after a filter "
+            "(`SglangV2View.schedule`)",
+            lambda: _sglang_v2(_sglang_v2_entry(future_indices=_ids(7, 7)))),
+    Example("SG651", "an overlap placeholder (-3) reaching SGLang's worker as req-b's bonus "
+            "token (`SglangV2View.schedule`)",
+            lambda: _sglang_v2(_sglang_v2_entry(bonus_tokens=_ids(501, -3)))),
+    Example("SG652", "req-a's verify tree with a sibling: not the one chain of topk 1 "
+            "(`SglangV2View.verify_input`)",
+            lambda: _sglang_v2(_sglang_v2_entry(), _sglang_v2_verify_input(
+                retrieve_next_sibling=_ids([-1, 2, -1, -1], [-1] * 4)))),
+    Example("SG653", "req-b's verify positions built from a stale seq_len "
+            "(`SglangV2View.verify_input`)",
+            lambda: _sglang_v2(_sglang_v2_entry(), _sglang_v2_verify_input(
+                positions=_ids(20, 21, 22, 23, 8, 9, 10, 11)))),
+    Example("SG654", "req-b's verify row started from req-a's bonus token "
+            "(`SglangV2View.verify_input`)",
+            lambda: _sglang_v2(_sglang_v2_entry(), _sglang_v2_verify_input(
+                draft_token=_ids(501, 502, 503, 504, 501, 602, 603, 604)))),
+    Example("SG655", "req-b's accept_len 0 in v1's convention, without the bonus token "
+            "(`SglangV2View.verified`)",
+            lambda: _sglang_v2(_sglang_v2_entry(), _sglang_v2_verify_input(), _sglang_v2_result(
+                accept_lens=_ids(3, 0), accept_index=_ids([0, 1, 2, -1], [-1] * 4),
+                new_seq_lens=_ids(23, 9)))),
+    Example("SG656", "req-b's accept_index pointing at req-a's first verify slot "
+            "(`SglangV2View.verified`)",
+            lambda: _sglang_v2(_sglang_v2_entry(), _sglang_v2_verify_input(), _sglang_v2_result(
+                accept_index=_ids([0, 1, 2, -1], [0, -1, -1, -1])))),
+    Example("SG657", "req-a's new_seq_len advanced by its drafts only "
+            "(`SglangV2View.verified`)",
+            lambda: _sglang_v2(_sglang_v2_entry(), _sglang_v2_verify_input(), _sglang_v2_result(
+                new_seq_lens=_ids(22, 10)))),
+    Example("SG658", "req-b's bonus token read with the stride of another row "
+            "(`SglangV2View.verified`)",
+            lambda: _sglang_v2(_sglang_v2_entry(), _sglang_v2_verify_input(), _sglang_v2_result(
+                next_draft_input=SimpleNamespace(bonus_tokens=_ids(77, 0))))),
     Example("SG701", "rank 1's own batch broke SG101 in the previous step (`check_ranks`)",
             lambda: _ranks(1, stopped=101)),
     Example("SG702", "idle rank 2 skipped a step without joining its collectives "

@@ -3,8 +3,9 @@
 Core validation is measured against the floor in :mod:`specguard.benchmarks.suite`; this
 module measures what sits around it, each against the validation it feeds:
 
-* **engine views** (ATOM's ``ScheduledBatch``, vLLM's ``SchedulerOutput``, SGLang's
-  decode ``ScheduleBatch`` with its ``EagleDraftInput``) at B decode seqs, per depth,
+* **engine views** (ATOM's ``ScheduledBatch``, vLLM's ``SchedulerOutput``, SGLang
+  0.5.10's decode ``ScheduleBatch`` with its ``EagleDraftInput``, SGLang 0.5.23's
+  ``ScheduleBatch`` at the overlap worker's entry) at B decode seqs, per depth,
   with a StepTracker and without: the view's call against what the engine itself must
   read of the same object (its engine-read floor);
 * **``DraftTokens.from_mapping``** from the engines' forms (a dict of lists, a dict of
@@ -38,7 +39,7 @@ from specguard.benchmarks.timing import Case, interleave
 from specguard.benchmarks.workload import BLOCK_SIZE, MTP_K, VOCAB_SIZE
 
 __all__ = ["WITH_TRACKER", "atom_batch", "engine_floor", "from_mapping_costs", "import_cost",
-           "scheduler_output", "sglang_batch", "view_costs"]
+           "scheduler_output", "sglang_batch", "sglang_v2_batch", "view_costs"]
 
 _US = 1e6
 _CONTEXT = 1024
@@ -106,6 +107,27 @@ def sglang_batch(size: int, *, seed: int = 0) -> SimpleNamespace:
         req_pool_indices=np.arange(size), spec_info=spec)
 
 
+#: The names of the SGLang views in the report: the v1 worker's and the overlap worker's.
+SGLANG, SGLANG_V2 = "SGLang 0.5.10", "SGLang 0.5.23"
+
+
+def sglang_v2_batch(size: int, *, seed: int = 0) -> SimpleNamespace:
+    """An all-decode SGLang 0.5.23 ``ScheduleBatch`` of ``size`` requests as
+    ``EAGLEWorkerV2.forward_batch_generation`` receives it: inputs resolved, each request's
+    bonus token and first draft gathered from its own relay row."""
+    rng = np.random.default_rng(seed)
+    lens = rng.integers(2, _CONTEXT + 1, size).astype(np.int64)
+    rows = rng.permutation(size).astype(np.int64) + 1
+    spec = SimpleNamespace(
+        future_indices=rows, bonus_tokens=rng.integers(0, VOCAB_SIZE, size).astype(np.int32),
+        topk_index=rng.integers(0, VOCAB_SIZE, (size, 1)).astype(np.int64))
+    return SimpleNamespace(
+        reqs=[SimpleNamespace(rid=f"req-{i}") for i in range(size)],
+        forward_mode=SimpleNamespace(name="DECODE", is_extend=lambda: False),
+        seq_lens=lens, seq_lens_cpu=lens.copy(), req_pool_indices=rows.copy(),
+        spec_info=spec)
+
+
 def _config(depth: str) -> contracts.Config:
     return contracts.Config(mode=contracts.Mode.STRICT, depth=contracts.Depth(depth))
 
@@ -127,9 +149,13 @@ def _views(size: int, *, tracked: bool = False,
     step: the steady state of the scheduler hand-over, with no verify or draft hand-over
     in between (those are the runner's, and are not timed here).
     """
-    from specguard.adapters import AtomView, SglangView, StepTracker, VllmView
+    from specguard.adapters import AtomView, SglangV2View, SglangView, StepTracker, VllmView
 
     batch, output, decode = atom_batch(size), scheduler_output(size), sglang_batch(size)
+    entry = sglang_v2_batch(size)
+    sglang_v2 = SglangV2View(spec_steps=MTP_K, vocab_size=VOCAB_SIZE,
+                             tracker=StepTracker() if tracked else None,
+                             carried=StepTracker(progress=False) if tracked else None)
     atom = AtomView(mtp_k=MTP_K, vocab_size=VOCAB_SIZE, block_size=BLOCK_SIZE,
                     tracker=StepTracker() if tracked else None)
     vllm = VllmView(mtp_k=MTP_K, vocab_size=VOCAB_SIZE,
@@ -147,9 +173,13 @@ def _views(size: int, *, tracked: bool = False,
     def sglang_objects() -> tuple[Any, ...]:
         return (sglang.schedule(decode),)
 
+    def sglang_v2_objects() -> tuple[Any, ...]:
+        return (sglang_v2.schedule(entry).entry,)
+
     return {"ATOM" + suffix: (lambda: atom(batch), atom_objects),
             "vLLM" + suffix: (lambda: vllm.schedule(output), vllm_objects),
-            "SGLang" + suffix: (lambda: sglang.schedule(decode), sglang_objects)}
+            SGLANG + suffix: (lambda: sglang.schedule(decode), sglang_objects),
+            SGLANG_V2 + suffix: (lambda: sglang_v2.schedule(entry), sglang_v2_objects)}
 
 
 def engine_floor(view: str, size: int) -> Callable[[], Any]:
@@ -162,14 +192,14 @@ def engine_floor(view: str, size: int) -> Callable[[], Any]:
     * vLLM: the request order, the per-request scheduled counts, the spec tokens
       flattened in that order, and each request's ``num_computed_tokens`` (what
       ``_update_states`` and ``_prepare_inputs`` copy into the input batch);
-    * SGLang: each ``Req``'s ``rid``, in ``batch.reqs`` order (the batch's tensors are
-      arrays already: the engine reads them where they are).
+    * SGLang (both workers): each ``Req``'s ``rid``, in ``batch.reqs`` order (the
+      batch's tensors are arrays already: the engine reads them where they are).
 
     The same floor serves every depth, with a tracker or without: the engine pays it
     anyway.
     """
-    if view == "SGLang":
-        reqs = sglang_batch(size).reqs
+    if view in (SGLANG, SGLANG_V2):
+        reqs = (sglang_batch if view == SGLANG else sglang_v2_batch)(size).reqs
         rid = attrgetter("rid")
         return lambda: tuple(map(rid, reqs))
     if view == "ATOM":
@@ -207,7 +237,7 @@ def view_costs(size: int, depths: tuple[str, ...], *, repeats: int, target_s: fl
     floor (:func:`engine_floor`), with the validation of what it built for scale."""
     found = []
     views = [*_views(size).items(), *_views(size, tracked=True).items()]
-    floors = {name: engine_floor(name, size) for name in ("ATOM", "vLLM", "SGLang")}
+    floors = {name: engine_floor(name, size) for name in ("ATOM", "vLLM", SGLANG, SGLANG_V2)}
     for name, (call, objects) in views:
         for depth in depths:
             config = _config(depth)

@@ -138,13 +138,21 @@ def step_objects(size: int, *, seed: int = 0) -> dict[str, Any]:
 
 def _engine_views(size: int, seed: int) -> None:
     """The engine views' own objects (their layout rules) for a decode batch of ``size``:
-    ATOM's ``ScheduledBatch`` and vLLM's ``SchedulerOutput`` as the adapter benchmark
-    builds them."""
-    from specguard.adapters import AtomView, VllmView
-    from specguard.benchmarks.adapter_costs import atom_batch, scheduler_output
+    ATOM's ``ScheduledBatch``, vLLM's ``SchedulerOutput`` and both SGLang workers'
+    decode batches as the adapter benchmark builds them."""
+    from specguard.adapters import AtomView, SglangV2View, SglangView, VllmView
+    from specguard.benchmarks.adapter_costs import (
+        atom_batch,
+        scheduler_output,
+        sglang_batch,
+        sglang_v2_batch,
+    )
 
     AtomView(mtp_k=MTP_K, vocab_size=VOCAB_SIZE, block_size=BLOCK_SIZE)(atom_batch(size, seed=seed))
     VllmView(mtp_k=MTP_K, vocab_size=VOCAB_SIZE).schedule(scheduler_output(size, seed=seed))
+    SglangView(spec_steps=MTP_K, vocab_size=VOCAB_SIZE).schedule(sglang_batch(size, seed=seed))
+    SglangV2View(spec_steps=MTP_K, vocab_size=VOCAB_SIZE).schedule(
+        sglang_v2_batch(size, seed=seed))
     _mrv2_step(size, np.random.default_rng(seed))
     _ranks(size)
 

@@ -83,6 +83,12 @@ def boundary_object(
         plan = Plan(made.__name__, fields)  # its metadata predicate is compiled at first use
         made.__sg_plan__ = plan  # type: ignore[attr-defined]
         made.__sg_boundary__ = boundary.value  # type: ignore[attr-defined]
+        known = _CLASSES.get(made.__name__)
+        if known is not None and known.__module__ != made.__module__:
+            # Rules apply to a class by its name: two classes of one name would share
+            # (and silently run) each other's rules.
+            raise ValueError(f"boundary object {made.__name__} of {made.__module__} has the "
+                             f"name of {known.__module__}'s; rules apply by name")
         _CLASSES.pop(made.__name__, None)  # a redefinition moves to the end
         _CLASSES[made.__name__] = made  # type: ignore[assignment]
         return made

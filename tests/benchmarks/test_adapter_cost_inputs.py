@@ -37,3 +37,13 @@ def test_benchmark_batch_with_a_prompt_less_decode_seq_is_caught():
     with contracts.checking(mode="strict", depth="full"), \
             pytest.raises(contracts.ContractViolation, match="SG111"):
         view(batch)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_sglang_benchmark_batch_is_clean_at_full_depth(seed):
+    """Every seed's SGLang decode batch passes every rule of the worker's entry."""
+    from specguard.adapters import SglangV2View
+
+    with contracts.checking(mode="strict", depth="full"):
+        SglangV2View(spec_steps=3, vocab_size=adapter_costs.VOCAB_SIZE).schedule(
+            adapter_costs.sglang_v2_batch(64, seed=seed))

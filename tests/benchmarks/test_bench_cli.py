@@ -149,7 +149,8 @@ def test_quick_json_has_one_adapter_entry_per_view_and_depth(quick_report):
     StepTracker and without, each against its engine-read floor."""
     _, report, _ = quick_report
     entries = report["adapters"]
-    expected = [(view + tracker, depth) for view in ("ATOM", "vLLM", "SGLang")
+    views = ("ATOM", "vLLM", "SGLang 0.5.10", "SGLang 0.5.23")
+    expected = [(view + tracker, depth) for view in views
                 for tracker in ("", " + StepTracker")
                 for depth in ("metadata", "essential", "full")]
     assert sorted((e["view"], e["depth"]) for e in entries) == sorted(expected)

@@ -126,6 +126,14 @@ def test_entry_points_declare_the_command_the_plugin_and_the_rule_modules(wheel)
     assert "[specguard.rules]\nadapters = specguard.adapters" in text
 
 
+def test_entry_points_declare_the_sglang_plugin(wheel):
+    """SGLang's load_plugins() finds specguard under its general plugin group."""
+    with zipfile.ZipFile(wheel) as archive:
+        text = archive.read("specguard-0.1.0.dist-info/entry_points.txt").decode()
+    assert ("[sglang.srt.plugins]\n"
+            "specguard = specguard.adapters.engines.sglang.v2.plugin:register") in text
+
+
 def test_every_module_of_every_package_folder_is_in_the_wheel_once(wheel_names):
     """Each module under the mapped folders is in the wheel, at its namespace path, and
     no module is there twice (the links under specguard/ add nothing)."""
