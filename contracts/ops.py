@@ -8,6 +8,8 @@ These helpers answer the questions every check asks, once, for both backends:
 * :func:`host_value` reads one element for a message when that costs no device sync (and
   says None otherwise), :func:`value_text` / :func:`number_text` format it;
 * :func:`is_int` is the integer test of ids and counts (a bool is not one);
+* :func:`unique_non_negative` answers "are these host ids distinct and non-negative?" in
+  the cheapest way for their count (a set, a table over a compact span, or one sort);
 * :data:`UNSIGNED` maps each index dtype to its unsigned twin, so one maximum over the
   unsigned view bounds an array on both sides;
 * :data:`PLACEHOLDER` is the padding id of verify rows and async draft stand-ins (``-1``).
@@ -24,6 +26,7 @@ from specguard.contracts._boundaries._backend_neutral import row_col as row_col
 from specguard.contracts._boundaries._backend_neutral import row_entries as row_entries
 from specguard.contracts._boundaries._backend_neutral import value_text as value_text
 from specguard.contracts._boundaries._backend_neutral import within_columns as within_columns
+from specguard.contracts._boundaries._seq_ids import unique_non_negative as unique_non_negative
 from specguard.contracts._boundaries.verify_output import PLACEHOLDER as PLACEHOLDER
 from specguard.contracts._core._arrays import UNSIGNED as UNSIGNED
 from specguard.contracts._core._arrays import array_kind as array_kind
@@ -44,6 +47,7 @@ __all__ = [
     "number_text",
     "row_col",
     "row_entries",
+    "unique_non_negative",
     "value_text",
     "within_columns",
 ]

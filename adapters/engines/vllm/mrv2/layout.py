@@ -48,7 +48,14 @@ from specguard.contracts import (
     boundary_object,
     rule,
 )
-from specguard.contracts.ops import arange_like, host_value, number_text, row_col, value_text
+from specguard.contracts.ops import (
+    arange_like,
+    host_value,
+    number_text,
+    row_col,
+    unique_non_negative,
+    value_text,
+)
 
 __all__ = ["Mrv2Drafts", "Mrv2InputBatch", "Mrv2Sampled", "Mrv2TargetInput"]
 
@@ -233,6 +240,8 @@ def _state_rows(batch: Mrv2InputBatch, values: ValueChecks) -> Finding | None:
         expected=f"0 <= row < max_num_reqs={limit}" if limit is not None else "row >= 0"))
     if found or rows.shape[0] < 2:
         return found
+    if isinstance(rows, np.ndarray) and unique_non_negative(rows):
+        return None  # the common answer, without the sort that locates a repeat
     return values.any_true(_repeated(rows), lambda i: Finding(
         f"request-state row{number_text(rows, i)} is another position's row too",
         "idx_mapping", position=i, expected="one row per request"))
