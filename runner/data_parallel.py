@@ -141,11 +141,13 @@ class RankEngine(Engine):
         padded = self._padded(counts[:, 0], tokens)
         self._check(padded, tokens, scheduled)
         self.exchanging.padded = padded
+        self.runner.pad_to = padded  # every rank's forward is the agreed size
         if scheduled is not None:
             result = self.runner.execute(scheduled)
             self._joined.add("exchange")
             return result
-        self._dummy_step(padded)
+        self.runner.dummy_forward(self.dummy_tokens)  # padding rows only: writes no KV
+        self._joined.add("exchange")
         result = self.runner.flush()
         if result is None and busy:
             raise EngineStalled("nothing can be scheduled and nothing is in flight")

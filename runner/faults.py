@@ -31,6 +31,7 @@ __all__ = [
     "SENTINEL_TO_EMBEDDING",
     "SKIPPED_REJECTION_ROLLBACK",
     "STALE_DRAFTS",
+    "STALE_PADDING_SLOTS",
     "WRONG_DRAFT_WIDTH",
     "Fault",
 ]
@@ -72,6 +73,7 @@ WRONG_DRAFT_WIDTH = "wrong-draft-width"
 SENTINEL_IN_TARGET_INPUT = "sentinel-in-target-input"
 SKIPPED_REJECTION_ROLLBACK = "skipped-rejection-rollback"
 STALE_DRAFTS = "stale-drafts"
+STALE_PADDING_SLOTS = "stale-padding-slots"
 RANK_MTP_K = "rank-mtp-k"
 RANK_LOCAL_PADDING = "rank-local-padding"
 RANK_LOCAL_SEQ_IDS = "rank-local-seq-ids"
@@ -139,6 +141,15 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
           # A seq whose prefill just ended has an empty host row (SG607: none of its
           # proposal verified); one further along carries its older drafts (SG602).
           also=("SG602",)),
+    Fault(STALE_PADDING_SLOTS,
+          "a padded forward's padding rows keep the slots a longer step left in the "
+          "graph's static slot buffer",
+          ("ModelRunner._padded_slots",),
+          "rvllm #32 and Diffulex #44: padded CUDA-graph rows reused live KV slots or the "
+          "stale tail of slot_mapping, overwriting other requests' keys",
+          "SG308", "ModelInput",
+          "finishes; padding rows overwrite live seqs' KV, and the tokens differ from "
+          "plain greedy decoding"),
     Fault(RANK_MTP_K,
           "one data-parallel rank drafts one token fewer (more, at mtp_k 1) than the others",
           ("RankJob.config_of",),

@@ -106,6 +106,16 @@ class ModelRunner:
         self.cache = model.new_cache(config.num_blocks * config.block_size)
         self.drafter = Drafter(model, config.mtp_k)
         self._in_flight: _InFlight | None = None
+        self.padding_slot_id = -1
+        """The slot padding rows write to (the cache's scratch slot, which no seq owns):
+        the ``-1`` a ModelInput assumes when it names none."""
+        self.pad_to: int | None = None
+        """The token count every forward is padded to (a data-parallel step's agreed
+        size), or None to pad decode-only batches to a captured graph's size."""
+        self._slot_buffer = torch.full((max(config.max_num_batched_tokens, 1),),
+                                       self.padding_slot_id, dtype=_I64, device=self.device)
+        # The graph's static slot input: each forward writes its slots there, and the
+        # rows past them are padding.
         self.num_forwards = 0
         """Forwards run so far: the engine step of the latest one."""
         self.deferred_rows = 0
@@ -130,7 +140,8 @@ class ModelRunner:
         next_tokens = next_token_ids(sampled.tokens, backup, self.fault)
         inputs = drafter_input(model_input=model_input, next_tokens=next_tokens,
                                num_rejected=sampled.num_rejected,
-                               vocab_size=self.model.vocab_size)
+                               vocab_size=self.model.vocab_size,
+                               max_seq_len=int(scheduled.context_lens.max(initial=0)))
         drafts = self.drafter.propose(inputs, hidden)
         trace = (CLOCK.checking(self._trace, scheduled, decode, model_input, sampled, drafts)
                  if recording() else None)
@@ -197,12 +208,63 @@ class ModelRunner:
         positions = (context - counts)[owner] + offsets
         tables = torch.as_tensor(batch.block_tables, dtype=_I64, device=device)
         slots = tables[owner, positions // block_size] * block_size + positions % block_size
+        padded = self._padded_tokens(batch)
+        if padded > num_tokens:  # padding rows: token 0 at position 0, like vLLM's
+            rows = padded - num_tokens
+            input_ids = torch.cat([input_ids, input_ids.new_zeros(rows)])
+            positions = torch.cat([positions, positions.new_zeros(rows)])
         return CLOCK.build(
             contracts.ModelInput, vocab_size=self.model.vocab_size,
-            num_slots=self.cache.num_slots, num_tokens=num_tokens,
+            num_slots=self.cache.num_slots, num_tokens=padded,
             seq_ids=torch.as_tensor(batch.seq_ids, dtype=_I64, device=device),
-            input_ids=input_ids, positions=positions, slot_mapping=slots,
-            query_start_loc=starts)
+            input_ids=input_ids, positions=positions,
+            slot_mapping=self._padded_slots(slots, padded), query_start_loc=starts,
+            num_padding=padded - num_tokens)
+
+    def dummy_forward(self, num_tokens: int) -> None:
+        """An idle data-parallel rank's forward: ``num_tokens`` padding rows, no seq.
+
+        It joins the step's collectives like a real forward and writes its K/V only to
+        the padding slot.
+        """
+        device = self.device
+        empty = torch.zeros(0, dtype=_I64, device=device)
+        model_input = CLOCK.build(
+            contracts.ModelInput, vocab_size=self.model.vocab_size,
+            num_slots=self.cache.num_slots, num_tokens=num_tokens, seq_ids=empty,
+            input_ids=torch.zeros(num_tokens, dtype=_I64, device=device),
+            positions=torch.zeros(num_tokens, dtype=_I64, device=device),
+            slot_mapping=self._padded_slots(empty, num_tokens),
+            query_start_loc=torch.zeros(1, dtype=_I64, device=device),
+            num_padding=num_tokens)
+        self.model.forward(_tensor(model_input.input_ids), _tensor(model_input.positions),
+                           _tensor(model_input.slot_mapping), [], self.cache)
+
+    def _padded_tokens(self, batch: SchedulerOutput) -> int:
+        """The forward's size: the agreed data-parallel size, or for a decode-only batch
+        the smallest captured graph that holds it (1, 2, 4 or 8 decode spans, then
+        multiples of 8), as CUDA-graph runners pad; mixed batches run as they are."""
+        num_tokens = batch.num_tokens
+        if self.pad_to is not None:
+            return max(self.pad_to, num_tokens)
+        num_seqs = batch.seq_ids.shape[0]
+        if num_seqs == 0 or not batch.is_decode.all():
+            return num_tokens
+        spans = 1 << (num_seqs - 1).bit_length() if num_seqs <= 8 else -(-num_seqs // 8) * 8
+        return max(spans * (self.mtp_k + 1), num_tokens)
+
+    def _padded_slots(self, slots: torch.Tensor, padded: int) -> torch.Tensor:
+        """``slots`` written into the static slot buffer, its rows up to ``padded`` set
+        to the padding slot: a copy of the first ``padded`` entries."""
+        if padded > self._slot_buffer.shape[0]:
+            grown = torch.full((padded,), self.padding_slot_id, dtype=_I64, device=self.device)
+            grown[:self._slot_buffer.shape[0]] = self._slot_buffer
+            self._slot_buffer = grown
+        count = slots.shape[0]
+        self._slot_buffer[:count] = slots
+        if self.fault != faults.STALE_PADDING_SLOTS:
+            self._slot_buffer[count:padded] = self.padding_slot_id
+        return self._slot_buffer[:padded].clone()
 
     def _merge_decode_rows(self, batch: SchedulerOutput, decode: _DecodeLayout,
                            spans: torch.Tensor, context: torch.Tensor) -> None:

@@ -13,7 +13,7 @@ import re
 
 import numpy as np
 import pytest
-from engine_builders import MODEL, chunk_boundary, divergence, memory_pressure
+from engine_builders import MODEL, chunk_boundary, divergence, memory_pressure, padded_decode
 
 from specguard import contracts
 from specguard.adapters import StepState, StepTracker
@@ -32,6 +32,7 @@ WORKLOADS = {
     faults.SENTINEL_IN_TARGET_INPUT: chunk_boundary,
     faults.SKIPPED_REJECTION_ROLLBACK: chunk_boundary,
     faults.STALE_DRAFTS: chunk_boundary,
+    faults.STALE_PADDING_SLOTS: padded_decode,
 }
 
 #: The engine finishes and its tokens differ from greedy decoding.
@@ -49,7 +50,12 @@ UNGUARDED = {
     faults.SENTINEL_IN_TARGET_INPUT: (IndexError, "index out of range in self"),
     faults.SKIPPED_REJECTION_ROLLBACK: DIVERGES,
     faults.STALE_DRAFTS: SLOWER,
+    faults.STALE_PADDING_SLOTS: DIVERGES,
 }
+
+#: Faults stopped at a row that belongs to no seq (a padding row): the violation names
+#: the row of the token stream instead of a seq.
+NO_SEQ = {faults.STALE_PADDING_SLOTS}
 
 
 #: The faults one engine shows; those that only show across ranks have their own tests
@@ -120,6 +126,10 @@ def test_strict_contracts_stop_the_fault_at_the_boundary(name):
         engine.generate(requests)
     violation = caught.value.violations[0]
     assert (violation.code, violation.subject) == (FAULTS[name].rule, FAULTS[name].subject)
+    if name in NO_SEQ:
+        assert violation.token is not None and violation.seq_id is None
+        assert f"token {violation.token}:" in str(caught.value)
+        return
     assert violation.seq_id is not None and violation.position is not None
     assert f"seq {violation.seq_id} at batch position {violation.position}" in str(caught.value)
     assert str(caught.value).startswith(f"{FAULTS[name].subject} broke 1 rule:")
@@ -237,6 +247,26 @@ def test_step_faults_break_no_rule_of_a_single_object(name, monkeypatch):
         result = engine.generate(requests)
     assert result.stats.violations == 0 and result.stats.contract_checks > 0
     assert engine.tracker is None
+
+
+def test_stale_padding_slots_names_the_first_padding_row():
+    """Step 2 pads three decode spans to four: the padding rows 12-15 still hold the slots
+    step 1's prefill wrote there, seq 0's positions 12-15."""
+    engine, violation = _stop(faults.STALE_PADDING_SLOTS)
+    assert (violation.code, violation.token, engine.current_step) == ("SG308", 12, 2)
+    assert "padding row 12's slot is 12" in violation.reason
+    assert violation.expected == "padding_slot_id=-1"
+
+
+@pytest.mark.parametrize("name", [faults.STALE_PADDING_SLOTS])
+def test_the_default_settings_stop_the_fault(name):
+    """Strict mode at the default depth stops the fault by its rule, as full depth does."""
+    engine, requests = _engine(name)
+    assert contracts.current_config().depth is contracts.Depth.ESSENTIAL
+    with contracts.checking(mode="strict"), \
+            pytest.raises(contracts.ContractViolation) as caught:
+        engine.generate(requests)
+    assert caught.value.violations[0].code == FAULTS[name].rule
 
 
 def test_unknown_fault_name_is_refused():
