@@ -85,9 +85,18 @@ class Drafter:
         self.model = model
         self.mtp_k = mtp_k
 
+    def skipped(self, inputs: contracts.DrafterInput) -> contracts.DrafterOutput:
+        """What a step that runs no drafter hands back: zeros, none of them proposed."""
+        ids = cast(torch.Tensor, inputs.seq_ids)
+        count = ids.shape[0]
+        return CLOCK.build(
+            contracts.DrafterOutput, mtp_k=self.mtp_k, vocab_size=self.model.vocab_size,
+            seq_ids=ids, draft_token_ids=ids.new_zeros((count, self.mtp_k)),
+            num_proposed=ids.new_zeros(count))
+
     @torch.inference_mode()
-    def propose(self, inputs: contracts.DrafterInput,
-                target_hidden: torch.Tensor) -> contracts.DrafterOutput:
+    def propose(self, inputs: contracts.DrafterInput, target_hidden: torch.Tensor,
+                num_proposed: torch.Tensor | None = None) -> contracts.DrafterOutput:
         """Drafts ``[num_seqs, mtp_k]``: step 0 from the target's hidden state at each
         sample index, later steps from the head's own state and its previous draft."""
         embedded = self.model.embed(cast(torch.Tensor, inputs.input_ids))
@@ -102,4 +111,4 @@ class Drafter:
             drafts.append(self.model.greedy(hidden))
         return CLOCK.build(contracts.DrafterOutput, mtp_k=self.mtp_k,
                         vocab_size=self.model.vocab_size, seq_ids=inputs.seq_ids,
-                        draft_token_ids=torch.stack(drafts, dim=1))
+                        draft_token_ids=torch.stack(drafts, dim=1), num_proposed=num_proposed)

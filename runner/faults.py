@@ -32,6 +32,7 @@ __all__ = [
     "SKIPPED_REJECTION_ROLLBACK",
     "STALE_DRAFTS",
     "STALE_PADDING_SLOTS",
+    "UNPROPOSED_DRAFTS",
     "WRONG_DRAFT_WIDTH",
     "Fault",
 ]
@@ -74,6 +75,7 @@ SENTINEL_IN_TARGET_INPUT = "sentinel-in-target-input"
 SKIPPED_REJECTION_ROLLBACK = "skipped-rejection-rollback"
 STALE_DRAFTS = "stale-drafts"
 STALE_PADDING_SLOTS = "stale-padding-slots"
+UNPROPOSED_DRAFTS = "unproposed-drafts"
 RANK_MTP_K = "rank-mtp-k"
 RANK_LOCAL_PADDING = "rank-local-padding"
 RANK_LOCAL_SEQ_IDS = "rank-local-seq-ids"
@@ -150,6 +152,16 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
           "SG308", "ModelInput",
           "finishes; padding rows overwrite live seqs' KV, and the tokens differ from "
           "plain greedy decoding"),
+    Fault(UNPROPOSED_DRAFTS,
+          "a step that ran no drafter hands its zeros on as whole proposals",
+          ("ModelRunner._device_num_drafts", "Scheduler._deliver"),
+          "vLLM GPUModelRunner: a step whose longest seq does not fit the drafter "
+          "(input_fits_in_drafter=False) runs no drafter, and the drafts already scheduled "
+          "must be stripped; vLLM I5d strips them by mutating scheduler_output",
+          "SG660", "StepTransition",
+          "finishes with tokens identical to plain greedy decoding, but the skipped "
+          "drafter's zeros are verified as drafts and almost none is accepted: a silent "
+          "slowdown no output comparison can see"),
     Fault(RANK_MTP_K,
           "one data-parallel rank drafts one token fewer (more, at mtp_k 1) than the others",
           ("RankJob.config_of",),

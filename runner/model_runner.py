@@ -55,13 +55,17 @@ class _InFlight:
     next_tokens: torch.Tensor
     num_rejected: torch.Tensor
     drafts: torch.Tensor
+    num_proposed: np.ndarray
+    """Drafts really proposed per row (host): ``mtp_k``, or 0 where the drafter did not
+    run or the row was discarded."""
     trace: PendingTrace | None
 
     def to_host(self) -> StepResult:
         sampled, drafts = self.sampled.cpu().numpy(), self.drafts.cpu().numpy()
         # After the outputs, whose copy waits for the forward: the trace's copy only copies.
         trace = CLOCK.checking(self.trace.to_host, drafts) if self.trace is not None else None
-        return StepResult(self.seq_ids, sampled, drafts, self.is_decode, self.num_drafts, trace)
+        return StepResult(self.seq_ids, sampled, drafts, self.is_decode, self.num_drafts,
+                          self.num_proposed, trace)
 
 
 @dataclass(frozen=True)
@@ -142,15 +146,33 @@ class ModelRunner:
                                num_rejected=sampled.num_rejected,
                                vocab_size=self.model.vocab_size,
                                max_seq_len=int(scheduled.context_lens.max(initial=0)))
-        drafts = self.drafter.propose(inputs, hidden)
-        trace = (CLOCK.checking(self._trace, scheduled, decode, model_input, sampled, drafts)
-                 if recording() else None)
+        num_proposed = self._num_proposed(scheduled)
+        if num_proposed.any():
+            drafts = self.drafter.propose(
+                inputs, hidden, torch.as_tensor(num_proposed, device=self.device))
+        else:  # no row drafts: the drafter does not run
+            drafts = self.drafter.skipped(inputs)
+        trace = (CLOCK.checking(self._trace, scheduled, decode, model_input, sampled, drafts,
+                                num_proposed) if recording() else None)
         previous = self._in_flight
         self._in_flight = _InFlight(scheduled.seq_ids.copy(), scheduled.is_decode.copy(),
                                     sampled.num_drafts, sampled.tokens, next_tokens,
                                     sampled.num_rejected, _tensor(drafts.draft_token_ids),
-                                    trace)
+                                    num_proposed, trace)
         return previous.to_host() if previous is not None else None
+
+    def _num_proposed(self, batch: SchedulerOutput) -> np.ndarray:
+        """Drafts the drafter proposes per row, decided on the host: ``mtp_k`` for a row
+        with a new token, 0 for a discarded (mid-prompt) row and for a row whose drafts
+        would pass the drafter's context limit (its context is the host's upper bound:
+        a deferred seq's rejections only shorten it). The drafter still runs such rows,
+        as vLLM's EAGLE proposer keeps rows past ``max_model_len``; their drafts are
+        placeholders to be ignored."""
+        drafting = batch.is_decode | batch.samples
+        limit = self.config.drafter_max_model_len
+        if limit is not None:
+            drafting &= batch.context_lens.astype(np.int64) + self.mtp_k <= limit
+        return np.where(drafting, self.mtp_k, 0)
 
     def flush(self) -> StepResult | None:
         """The last forward's outputs, when no further step will carry them."""
@@ -334,7 +356,7 @@ class ModelRunner:
         verified = None
         if decode.count:
             drafts_per_row = np.where(decode.host_drafts, self._host_num_drafts(batch, decode),
-                                      k)
+                                      self._device_num_drafts(decode))
             num_drafts[decode.positions] = drafts_per_row
             at = torch.as_tensor(decode.positions, device=device)
             verified = verify_greedy(
@@ -349,7 +371,7 @@ class ModelRunner:
 
     def _trace(self, batch: SchedulerOutput, decode: _DecodeLayout,
                model_input: contracts.ModelInput, sampled: _Sampled,
-               drafts: contracts.DrafterOutput) -> PendingTrace:
+               drafts: contracts.DrafterOutput, num_proposed: np.ndarray) -> PendingTrace:
         """What the step tracker needs of this forward, read from what it really used."""
         starts = _tensor(model_input.query_start_loc)[:-1]
         carried = _tensor(model_input.input_ids)[decode.token_index[:, 1:]]
@@ -363,9 +385,17 @@ class ModelRunner:
             step=self.num_forwards, mtp_k=self.mtp_k, seq_ids=batch.seq_ids.copy(),
             is_decode=batch.is_decode.copy(), num_scheduled=batch.num_scheduled_tokens.copy(),
             num_drafts=sampled.num_drafts[decode.positions],
-            draft_placeholder=batch.draft_placeholder,
+            draft_placeholder=batch.draft_placeholder, num_proposed=num_proposed,
             tensors=(_tensor(model_input.positions)[starts], carried, verify_ids, accepted,
                      _tensor(drafts.seq_ids)))
+
+    def _device_num_drafts(self, decode: _DecodeLayout) -> np.ndarray:
+        """Real drafts in each deferred row's previous-step buffer: what the drafter
+        proposed for it (placeholders past that are verified as placeholders)."""
+        prev = self._in_flight
+        if prev is None or self.fault == faults.UNPROPOSED_DRAFTS:
+            return np.full(decode.count, self.mtp_k, dtype=np.int64)
+        return np.where(decode.prev_rows >= 0, prev.num_proposed[decode.prev_rows], self.mtp_k)
 
     @staticmethod
     def _host_num_drafts(batch: SchedulerOutput, decode: _DecodeLayout) -> np.ndarray:

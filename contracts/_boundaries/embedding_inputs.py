@@ -139,7 +139,7 @@ def _sample_indices(obj: DrafterInput, values: ValueChecks) -> Finding | None:
 
 @rule("SG303", "positions are within max_model_len and contiguous in each span",
       boundary=Boundary.DRAFT_INPUT, applies_to=_EMBEDDED,
-      fields={"positions", "query_start_loc", "max_model_len"},
+      fields={"positions", "query_start_loc", "max_model_len", "num_padding"},
       bug="vLLM #21986: drafter positions beyond its max_model_len (device assert at .tolist()).")
 def _positions(obj: Any, values: ValueChecks) -> Finding | None:
     """Positions index rotary tables; a negative position wraps to the end of the table
@@ -194,7 +194,7 @@ def _steps_within_spans(positions: Any, starts: Any, count: int) -> Any:
 
 @rule("SG304", "query_start_loc runs from 0 to num_tokens without going back",
       boundary=Boundary.DRAFT_INPUT, applies_to=_EMBEDDED,
-      fields={"query_start_loc", "num_tokens"},
+      fields={"query_start_loc", "num_tokens", "num_padding"},
       bug="SGLang #14536: spec_info length mismatch after filter_batch misaligned the drafts.")
 def _spans(obj: Any, values: ValueChecks) -> Finding | None:
     """Span offsets are cumulative counts: they start at 0, never decrease and end at
@@ -262,7 +262,8 @@ def _span_end_positions(obj: DrafterInput) -> tuple[Any, Any] | None:
 
 @rule("SG306", "each seq's seq_len reaches the last position of its span",
       boundary=Boundary.DRAFT_INPUT, applies_to=("DrafterInput",),
-      fields={"seq_lens", "positions", "query_start_loc"},
+      fields={"seq_lens", "positions", "query_start_loc", "num_tokens", "draft_step",
+              "max_model_len"},
       bug="vLLM EagleProposer.propose: every draft step advances positions and seq_lens "
       "together (seq_lens += 1, rows past max_model_len clamped to position 0 and seq_len "
       "1); a seq_len left behind by a step attends to a context one token short.",
@@ -282,7 +283,10 @@ def _seq_lens(obj: DrafterInput, values: ValueChecks) -> Finding | None:
     if ends is None:
         return None  # spans SG304 rejects say nothing about where a seq's context ends
     last, nonempty = ends
-    bad = nonempty & (seq_lens != last + 1)
+    checked = nonempty & (last >= 0)  # a position out of range is SG303's
+    if obj.max_model_len is not None:
+        checked &= last < obj.max_model_len
+    bad = checked & (seq_lens - 1 != last)  # no overflow at the largest position
     step = _step_text(obj)
     return values.any_true(bad, lambda i: Finding(
         f"seq_len{value_text(seq_lens, i)}{step}, but its span ends at "
@@ -305,7 +309,7 @@ def _plus_one(a: Any, i: int) -> str:
 
 @rule("SG307", "max_seq_len covers every seq_len",
       boundary=Boundary.DRAFT_INPUT, applies_to=("DrafterInput",),
-      fields={"max_seq_len", "seq_lens"},
+      fields={"max_seq_len", "seq_lens", "draft_step"},
       bug="vLLM 0.11.1 EagleProposer.propose advances seq_lens every draft step but "
       "leaves the metadata's max_seq_len at the first pass's (later releases add "
       "max_seq_len + 1 per step): kernels sized by it read too short a context.",

@@ -25,11 +25,13 @@ def test_the_default_depth_is_essential():
 
 
 def test_the_essential_rules_are_the_seed_rules():
-    """Exactly the embedding-id rule (with its Model Runner V2 form, SG628) and the
-    draft-row owner rule run by default."""
+    """Exactly the embedding-id rule (with its Model Runner V2 form, SG628), the
+    draft-row owner rule, and the cheap rules of the padding rows, the drafter's
+    attention metadata and its proposed counts run by default."""
     essential = {code for code, rule in contracts.REGISTRY.items()
                  if rule.depth is contracts.Depth.ESSENTIAL}
-    assert essential == {"SG108", "SG115", "SG301", "SG628"}
+    assert essential == {"SG108", "SG115", "SG301", "SG628",
+                         "SG116", "SG306", "SG307", "SG308", "SG309", "SG310"}
     assert all(contracts.REGISTRY[code].check is not None for code in essential)
 
 
@@ -71,3 +73,17 @@ def test_validate_takes_the_depth_by_name():
     assert contracts.validate(batch, depth="metadata") == []
     with pytest.raises(contracts.ContractViolation):
         contracts.validate(batch, depth="essential")
+
+
+@pytest.mark.parametrize("code", ["SG116", "SG306", "SG307", "SG308", "SG309", "SG310"])
+def test_the_hand_over_rules_catch_their_example_by_default(code):
+    """The padding, draft-step and proposed-count rules stop their catalogue example at
+    the default settings; metadata depth reads no value."""
+    from specguard.contracts import examples
+
+    example = examples.EXAMPLES[code]
+    with contracts.checking(depth="metadata"):
+        example.build()
+    with pytest.raises(contracts.ContractViolation) as caught:
+        example.build()
+    assert caught.value.codes == (code,)

@@ -54,6 +54,12 @@ def padded_decode() -> tuple[EngineConfig, list[Request]]:
     return SMALL, requests_of([20, 20, 20])
 
 
+def short_drafter() -> tuple[EngineConfig, list[Request]]:
+    """Three 20-token prompts under a drafter whose context ends at 24 tokens: from the
+    second decode step on, no seq fits, and the drafter proposes nothing."""
+    return config(drafter_max_model_len=24), requests_of([20, 20, 20])
+
+
 def memory_pressure() -> tuple[EngineConfig, list[Request]]:
     """Four requests that cannot all hold their KV blocks at once: preemption."""
     return config(num_blocks=14), requests_of([40, 40, 40, 40], max_tokens=40)

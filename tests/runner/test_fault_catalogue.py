@@ -13,7 +13,14 @@ import re
 
 import numpy as np
 import pytest
-from engine_builders import MODEL, chunk_boundary, divergence, memory_pressure, padded_decode
+from engine_builders import (
+    MODEL,
+    chunk_boundary,
+    divergence,
+    memory_pressure,
+    padded_decode,
+    short_drafter,
+)
 
 from specguard import contracts
 from specguard.adapters import StepState, StepTracker
@@ -33,6 +40,7 @@ WORKLOADS = {
     faults.SKIPPED_REJECTION_ROLLBACK: chunk_boundary,
     faults.STALE_DRAFTS: chunk_boundary,
     faults.STALE_PADDING_SLOTS: padded_decode,
+    faults.UNPROPOSED_DRAFTS: short_drafter,
 }
 
 #: The engine finishes and its tokens differ from greedy decoding.
@@ -51,6 +59,7 @@ UNGUARDED = {
     faults.SKIPPED_REJECTION_ROLLBACK: DIVERGES,
     faults.STALE_DRAFTS: SLOWER,
     faults.STALE_PADDING_SLOTS: DIVERGES,
+    faults.UNPROPOSED_DRAFTS: SLOWER,
 }
 
 #: Faults stopped at a row that belongs to no seq (a padding row): the violation names
@@ -238,7 +247,19 @@ def test_stale_drafts_further_along_carry_the_older_drafts(monkeypatch):
     assert "draft 0 is" in violation.reason and "proposed" in violation.reason
 
 
-@pytest.mark.parametrize("name", [faults.SKIPPED_REJECTION_ROLLBACK, faults.STALE_DRAFTS])
+def test_unproposed_drafts_names_the_seq_that_carries_a_skipped_drafters_zeros():
+    """Step 2's contexts pass the drafter's limit: it proposes nothing, and step 3 still
+    verifies seq 0 with three drafts (found while step 3's outputs reach the host)."""
+    engine, violation = _stop(faults.UNPROPOSED_DRAFTS)
+    assert (violation.code, violation.seq_id, violation.position) == ("SG660", 0, 0)
+    previous = _previous(engine)
+    row = previous.seq_ids.tolist().index(0)
+    assert previous.drafted[row] and int(previous.num_proposed[row]) == 0
+    assert (violation.expected, violation.actual) == ("<= 0", str(engine.config.mtp_k))
+
+
+@pytest.mark.parametrize("name", [faults.SKIPPED_REJECTION_ROLLBACK, faults.STALE_DRAFTS,
+                                  faults.UNPROPOSED_DRAFTS])
 def test_step_faults_break_no_rule_of_a_single_object(name, monkeypatch):
     """Full depth with the step tracker left out: every object passes, the run finishes."""
     monkeypatch.setattr(model_runner, "recording", lambda: False)
