@@ -9,9 +9,10 @@ its own; every step the ranks meet in collectives, DP-attention style:
    uniform-decode size), and the group stops when no rank has work left;
 2. with contracts on, they all-gather one row of metadata and check it on every rank
    (:func:`specguard.adapters.check_ranks`, SG701-SG706);
-3. the forward joins the step's exchange (:meth:`RankGroup.exchange`). A rank with
-   nothing scheduled runs a dummy step of ``mtp_k + 1`` tokens (one decode span, the
-   convention vLLM settled on for idle ranks) so the others do not wait for it.
+3. the forward, padded to the agreed size, joins the step's exchange
+   (:meth:`RankGroup.exchange`). A rank with nothing scheduled runs a dummy forward of
+   ``mtp_k + 1`` padding rows (one decode span, the convention vLLM settled on for idle
+   ranks; they write no KV) so the others do not wait for it.
 
 A violation that only one rank sees (its batch, its forward) stops that rank: it
 finishes the step's collectives, reports the rule in its next row, and every rank stops
