@@ -266,10 +266,10 @@ class ModelRunner:
         """The forward's size: the agreed data-parallel size, or for a decode-only batch
         the smallest captured graph that holds it (1, 2, 4 or 8 decode spans, then
         multiples of 8), as CUDA-graph runners pad; mixed batches run as they are."""
-        num_tokens = batch.num_tokens
+        num_tokens = int(batch.num_tokens)
         if self.pad_to is not None:
             return max(self.pad_to, num_tokens)
-        num_seqs = batch.seq_ids.shape[0]
+        num_seqs = int(batch.seq_ids.shape[0])
         if num_seqs == 0 or not batch.is_decode.all():
             return num_tokens
         spans = 1 << (num_seqs - 1).bit_length() if num_seqs <= 8 else -(-num_seqs // 8) * 8

@@ -239,7 +239,7 @@ def _padding(obj: Any) -> int:
     return int(getattr(obj, "num_padding", None) or 0)
 
 
-def _agree_at_span_ends(obj: DrafterInput) -> bool:
+def _agree_at_span_ends(obj: Any) -> bool:
     """Whether every seq_len is the position at its span's end + 1, reading each end
     capped at the stream's (an empty first span reads the last token): a yes needs no
     soundness check (unsound spans are SG304's to report, empty ones are not checked),
@@ -251,7 +251,7 @@ def _agree_at_span_ends(obj: DrafterInput) -> bool:
     return not _count_nonzero(obj.seq_lens - 1 != obj.positions[ends])
 
 
-def _span_end_positions(obj: DrafterInput) -> tuple[Any, Any] | None:
+def _span_end_positions(obj: Any) -> tuple[Any, Any] | None:
     """Per seq, the position of the last token of its span, and whether the span has one.
 
     Spans must be sound (SG304's verdict): on the host unsound ones give None; on a

@@ -207,7 +207,8 @@ def test_a_drafter_that_reports_no_counts_proposes_whole_rows():
     whose drafter does not say."""
     tracker = _proposed_then(batch([5, 6], [11, 11], drafts=[[11, 12], [21, 22]]))
     state = tracker.close()
-    assert state is not None and state.num_proposed.tolist() == [K, K]
+    assert state is not None and state.num_proposed is not None
+    assert state.num_proposed.tolist() == [K, K]
 
 
 def test_seqs_without_a_proposal_may_carry_fewer_drafts():

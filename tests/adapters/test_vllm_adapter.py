@@ -234,7 +234,7 @@ def _attention_step(max_seq_len):
 def test_drafter_input_carries_the_first_passs_attention_metadata():
     """seq_lens and max_seq_len are read from the CommonAttentionMetadata propose gets."""
     drafter = _attention_step(40)
-    assert drafter.seq_lens.tolist() == [24, 40]
+    assert drafter.seq_lens is not None and drafter.seq_lens.tolist() == [24, 40]
     assert (drafter.max_seq_len, drafter.draft_step) == (40, 0)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -237,7 +238,7 @@ CASES: list[Case] = [
 ]
 
 
-def _padded(**changes: object) -> dict[str, object]:
+def _padded(**changes: Any) -> dict[str, Any]:
     """The clean model input padded with two trailing rows that write no KV (its last
     real token given a slot: with padding declared, every real row writes KV)."""
     return {"num_tokens": 8, "input_ids": np.array([1, 2, 3, 4, 5, 6, 0, 0]),

@@ -254,6 +254,7 @@ def test_unproposed_drafts_names_the_seq_that_carries_a_skipped_drafters_zeros()
     assert (violation.code, violation.seq_id, violation.position) == ("SG660", 0, 0)
     previous = _previous(engine)
     row = previous.seq_ids.tolist().index(0)
+    assert previous.num_proposed is not None
     assert previous.drafted[row] and int(previous.num_proposed[row]) == 0
     assert (violation.expected, violation.actual) == ("<= 0", str(engine.config.mtp_k))
 

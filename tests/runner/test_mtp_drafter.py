@@ -63,7 +63,7 @@ def test_drafter_input_attends_through_each_span():
     inputs = drafter_input(model_input=model_input, next_tokens=torch.tensor([90, 91]),
                            num_rejected=torch.tensor([2, 0]), vocab_size=MODEL.vocab_size,
                            max_seq_len=9)
-    assert inputs.seq_lens.tolist() == [4, 6]
+    assert inputs.seq_lens is not None and inputs.seq_lens.tolist() == [4, 6]
     assert (inputs.max_seq_len, inputs.draft_step) == (9, 0)
 
 
@@ -79,7 +79,7 @@ def test_drafter_input_leaves_the_padding_rows_out():
                            num_rejected=torch.tensor([0]), vocab_size=MODEL.vocab_size,
                            max_seq_len=3)
     assert inputs.num_tokens == 3 and inputs.input_ids.tolist() == [11, 12, 90]
-    assert inputs.seq_lens.tolist() == [3]
+    assert inputs.seq_lens is not None and inputs.seq_lens.tolist() == [3]
 
 
 def test_each_draft_step_advances_positions_and_seq_lens_together():
@@ -91,7 +91,7 @@ def test_each_draft_step_advances_positions_and_seq_lens_together():
                           max_seq_len=6)
     step = draft_step_input(first, 2, torch.tensor([300, 301]))
     assert step.positions.tolist() == [3, 7]
-    assert step.seq_lens.tolist() == [4, 8]
+    assert step.seq_lens is not None and step.seq_lens.tolist() == [4, 8]
     assert (step.max_seq_len, step.draft_step, step.num_tokens) == (8, 2, 2)
     assert step.input_ids.tolist() == [300, 301]
     assert step.sample_indices.tolist() == [0, 1]
