@@ -37,6 +37,7 @@ from specguard.runner.verifier import verify_greedy
 __all__ = ["ModelRunner"]
 
 _I64 = torch.int64
+_count_nonzero = np.count_nonzero
 
 
 def _tensor(value: object) -> torch.Tensor:
@@ -147,10 +148,10 @@ class ModelRunner:
                                vocab_size=self.model.vocab_size,
                                max_seq_len=int(scheduled.context_lens.max(initial=0)))
         num_proposed = self._num_proposed(scheduled)
-        if num_proposed.any():
+        if self._drafter_runs(scheduled):
             drafts = self.drafter.propose(
                 inputs, hidden, torch.as_tensor(num_proposed, device=self.device))
-        else:  # no row drafts: the drafter does not run
+        else:
             drafts = self.drafter.skipped(inputs)
         trace = (CLOCK.checking(self._trace, scheduled, decode, model_input, sampled, drafts,
                                 num_proposed) if recording() else None)
@@ -173,6 +174,15 @@ class ModelRunner:
         if limit is not None:
             drafting &= batch.context_lens.astype(np.int64) + self.mtp_k <= limit
         return np.where(drafting, self.mtp_k, 0)
+
+    def _drafter_runs(self, batch: SchedulerOutput) -> bool:
+        """Whether the drafter runs this step: unless no seq fits its context limit
+        (vLLM's ``input_fits_in_drafter``). A step whose rows are all discarded still
+        runs it, as padded speculation does."""
+        limit = self.config.drafter_max_model_len
+        if limit is None:
+            return True
+        return bool(_count_nonzero(batch.context_lens.astype(np.int64) + self.mtp_k <= limit))
 
     def flush(self) -> StepResult | None:
         """The last forward's outputs, when no further step will carry them."""
