@@ -205,7 +205,7 @@ def _spans(obj: Any, values: ValueChecks) -> Finding | None:
     starts = obj.query_start_loc
     padding = _padding(obj)
     if padding:
-        real = obj.num_tokens - padding
+        real = int(obj.num_tokens) - padding
         ends_wrong = (starts[0] != 0) | (starts[-1] < real)
         expected = f"0 and num_tokens - num_padding={real}"
     else:
@@ -360,7 +360,7 @@ def _padding_slots(obj: ModelInput, values: ValueChecks) -> Finding | None:
     padding = _padding(obj)
     if not padding:
         return None
-    real = obj.num_tokens - padding
+    real = int(obj.num_tokens) - padding
     if real < 0:
         return Finding(f"num_padding={padding} is more than the stream's "
                        f"num_tokens={obj.num_tokens}", "num_padding",
@@ -384,7 +384,7 @@ def _padding_unsampled(obj: ModelInput, values: ValueChecks) -> Finding | None:
     and the seq's real context is cut at the padding. Checked at the default depth: one
     comparison."""
     padding = _padding(obj)
-    real = obj.num_tokens - padding
+    real = int(obj.num_tokens) - padding
     if not padding or real < 0:
         return None  # SG308 reports padding longer than the stream
     starts = obj.query_start_loc
@@ -408,10 +408,11 @@ def _real_slots(obj: ModelInput, values: ValueChecks) -> Finding | None:
     slot writes nothing: the step looks right, and the seq's next steps read whatever
     the slot held before. Checked at the default depth: one comparison over the real
     rows."""
-    padding = obj.num_padding
-    if padding is None or obj.num_tokens - padding < 0:
-        return None  # no padding declared, or SG308's
-    real = obj.num_tokens - padding
+    if obj.num_padding is None:
+        return None  # no padding declared
+    real = int(obj.num_tokens) - _padding(obj)
+    if real < 0:
+        return None  # SG308's
     slots, pad_id = obj.slot_mapping[:real], _padding_slot(obj)
     return values.any_true(slots == pad_id, lambda i: Finding(
         f"real token {i} has the padding slot {pad_id}", "slot_mapping", token=i,
