@@ -3,7 +3,7 @@
 The step tracker derives these small host objects from the previous step's state and the
 objects crossing now, and builds them, which validates them like any boundary object:
 by mode, at each rule's depth, naming the seq and its batch position. Rules
-SG601-SG608.
+SG601-SG608 and SG660.
 """
 
 from __future__ import annotations
@@ -68,6 +68,9 @@ class StepTransition(BoundaryObject):
     trims drafts on purpose)."""
     refilled: Bool[Array, "num_decode"]
     """Rows the runner fills from its previous-step buffers instead of reading them here."""
+    num_proposed: Index[Array, "num_decode"] | None = None
+    """How many drafts the drafter really proposed for the seq in the previous step, or
+    -1 where it proposed none or that is not known."""
 
 
 @boundary_object(Boundary.VERIFY)
@@ -284,7 +287,7 @@ def _whole_proposal(step: StepTransition, values: ValueChecks) -> Finding | None
     drafts on purpose (vLLM, to the token budget, ``max_model_len`` or a grammar) turn
     this rule off in their tracker."""
     expected, carried = step.expected_num_drafts, step.num_drafts
-    bad = (expected >= 0) & (carried != expected)
+    bad = (expected >= 0) & (carried < expected)  # carrying more is SG660's
     return values.any_true(bad, lambda row: Finding(
         f"carries {host_value(carried, row)} drafts, but the previous step proposed "
         f"{host_value(expected, row)} for this seq", "num_drafts",
@@ -325,6 +328,36 @@ def _recomputed(tokens: RecomputedTokens, values: ValueChecks) -> Finding | None
         expected=str(host_value(tokens.emitted, i)), actual=str(host_value(tokens.fed, i))))
 
 
+@rule("SG660", "a seq carries no more real drafts than were proposed for it",
+      boundary=Boundary.SCHEDULE, applies_to=("StepTransition",),
+      fields={"num_drafts", "num_proposed", "refilled", "mtp_k"},
+      bug="vLLM GPUModelRunner: a step whose longest seq does not fit the drafter "
+      "(input_fits_in_drafter=False) runs no drafter, so the drafts async scheduling "
+      "already scheduled must be stripped (the scheduler_output deepcopy); vLLM #40589: "
+      "a DP rank skipped its drafter for a step while the others drafted.")
+def _no_unproposed_drafts(step: StepTransition, values: ValueChecks) -> Finding | None:
+    """A drafter that was skipped (its seq past the drafter's context limit, a dummy
+    run, a rank that did not draft) or proposed only part of a row hands back
+    placeholders: zeros or stale ids that look like any draft. Scheduled as real drafts,
+    they are verified, sometimes accepted, and the engine slows down to below
+    non-speculative decoding with nothing in any single object to show it.
+
+    What it checks: the real drafts a seq carries, or that the runner fills from its
+    previous-step buffer (a refilled row is verified whole), are no more than the
+    drafter said it proposed for the seq in the previous step. Engine-independent; an
+    engine whose drafter does not report its counts is taken to propose whole rows."""
+    proposed = step.num_proposed
+    if proposed is None:
+        return None
+    carried = np.where(cast(np.ndarray, step.refilled), step.mtp_k, step.num_drafts)
+    bad = (proposed >= 0) & (carried > proposed)
+    return values.any_true(bad, lambda row: Finding(
+        f"carries {host_value(carried, row)} real drafts, but the previous step proposed "
+        f"{host_value(proposed, row)} for this seq", "num_drafts",
+        position=host_value(step.decode_positions, row),
+        expected=f"<= {host_value(proposed, row)}", actual=str(host_value(carried, row))))
+
+
 def runs(*codes: str) -> bool:
     """Whether any of the rules ``codes`` runs at the current depth: the tracker builds an
     object, and keeps what it needs, only for rules that will read it."""
@@ -336,7 +369,7 @@ def runs(*codes: str) -> bool:
 
 
 #: The rules of each object the tracker builds, and of what it remembers.
-TRANSITION = ("SG601", "SG602", "SG603", "SG607")
+TRANSITION = ("SG601", "SG602", "SG603", "SG607", "SG660")
 VERIFY = ("SG604", "SG605")
 DRAFTER = ("SG606",)
 PROGRESS = ("SG601",)

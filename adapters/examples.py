@@ -93,6 +93,19 @@ def _proposal_left_behind() -> None:
         draft_token_ids=_ids([201, 202, 203], [204, 205, 206], [108, 108, 108])))
 
 
+def _unproposed_drafts() -> None:
+    tracker = StepTracker()
+    tracker.schedule(scheduled_batch())
+    # Seq 12 is past the drafter's context limit: its row is the skipped drafter's zeros.
+    tracker.drafted(sg.DrafterOutput(
+        mtp_k=_MTP_K, vocab_size=_VOCAB, seq_ids=_ids(11, 12, 13, 14),
+        draft_token_ids=_ids([201, 202, 203], [0, 0, 0], [207, 208, 209], [210, 211, 212]),
+        num_proposed=_ids(3, 0, 3, 3)))
+    tracker.schedule(_next_batch(
+        draft_token_ids=_ids([201, 202, 203], [0, 0, 0], [207, 208, 209]),
+        num_drafts=_ids(3, 3, 3)))
+
+
 def _placeholder_for_a_newcomer() -> None:
     tracker = StepTracker()
     tracker.schedule(scheduled_batch())
@@ -374,6 +387,8 @@ _ADAPTER_EXAMPLES = (
             _proposal_left_behind),
     Example("SG608", "seq 12 recomputed after a preemption with an EOS placeholder where "
             "the verifier had emitted a token (`StepTracker`)", _recomputed_with_a_placeholder),
+    Example("SG660", "seq 12 scheduled the zeros of a drafter that proposed nothing for "
+            "it as three real drafts (`StepTracker`)", _unproposed_drafts),
     Example("SG611", "an ATOM batch with a prefill chunk ahead of three decode seqs "
             "(`AtomView`)", _atom_mixed_phases),
     Example("SG612", "a new seq placed ahead of the deferred ones in an ATOM decode batch "

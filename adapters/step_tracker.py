@@ -82,6 +82,9 @@ class StepState(BoundaryObject):
     """Whether the drafter proposed drafts for the seq in that step."""
     proposals: Index[Array, "num_seqs mtp_k"]
     """The proposed drafts (meaningful where ``drafted``)."""
+    num_proposed: Index[Array, "num_seqs"] | None = None
+    """How many of each row's drafts the drafter really proposed (``mtp_k`` where it did
+    not say); the rest of the row is placeholder."""
 
 
 class _Step:
@@ -100,13 +103,15 @@ class _Step:
             self.before[np.flatnonzero(plan.is_decode)] = plan.num_before_drafts
         self.drafted = np.zeros(n, dtype=bool)
         self.proposals = np.zeros((n, plan.mtp_k), dtype=np.int64)
+        self.num_proposed = np.full(n, plan.mtp_k, dtype=np.int64)
 
     def state(self) -> StepState:
         plan = self.plan
         return StepState(
             mtp_k=plan.mtp_k, step=self.number, seq_ids=plan.seq_ids.astype(np.int64),
             is_decode=plan.is_decode, starts=plan.starts.astype(np.int64),
-            advance=self.advance, drafted=self.drafted, proposals=self.proposals)
+            advance=self.advance, drafted=self.drafted, proposals=self.proposals,
+            num_proposed=self.num_proposed)
 
 
 class StepTracker:
@@ -331,11 +336,14 @@ class StepTracker:
 
     def drafted(self, out: DrafterOutput) -> None:
         """Check the drafter's rows against the step in flight; remember its proposals."""
-        self.draft_rows(out.seq_ids, out.draft_token_ids)
+        self.draft_rows(out.seq_ids, out.draft_token_ids, num_proposed=out.num_proposed)
 
     def draft_rows(self, seq_ids: Any, draft_token_ids: Any, *,
-                   names: Sequence[str] | None = None) -> None:
-        """:meth:`drafted` from the arrays alone: one row per seq of the step, in order."""
+                   names: Sequence[str] | None = None, num_proposed: Any = None) -> None:
+        """:meth:`drafted` from the arrays alone: one row per seq of the step, in order.
+
+        ``num_proposed`` says per row how many drafts the drafter really proposed (None:
+        all of them); the next step may carry no more of them as real drafts (SG660)."""
         step = self._current
         ids, drafts = host_array(seq_ids), host_array(draft_token_ids)
         if step is None or ids is None or drafts is None or not _same_rows(ids, ids):
@@ -351,6 +359,9 @@ class StepTracker:
         found = positions >= 0
         step.proposals[positions[found]] = drafts[found]
         step.drafted[positions[found]] = True
+        counts = host_array(num_proposed) if num_proposed is not None else None
+        if counts is not None and _same_rows(ids, counts):
+            step.num_proposed[positions[found]] = counts[found]
 
 
 def _remember(memory: SeqMemory, state: StepState) -> None:
@@ -416,8 +427,13 @@ def _transition(previous: StepState, plan: StepPlan, links: StepLinks,
     if same_width:
         has_proposal &= previous.drafted[np.maximum(decode_rows, 0)]
         proposed = previous.proposals[np.maximum(decode_rows, 0)]
+        counts = previous.num_proposed
+        proposed_counts = (np.asarray(counts)[np.maximum(decode_rows, 0)]
+                           if counts is not None else np.full(decode.shape[0], plan.mtp_k))
     else:
         proposed = np.zeros((decode.shape[0], plan.mtp_k), dtype=np.int64)
+        proposed_counts = np.full(decode.shape[0], plan.mtp_k)
+    num_proposed = np.where(has_proposal, proposed_counts, UNKNOWN).astype(np.int64)
     # A refilled row is filled whole from the runner's buffers, whatever the batch says.
     required = has_proposal & ~refilled if whole else np.zeros_like(has_proposal)
     return {
@@ -426,7 +442,8 @@ def _transition(previous: StepState, plan: StepPlan, links: StepLinks,
         "expected_starts": expected, "decode_positions": decode,
         "draft_token_ids": plan.draft_token_ids, "num_drafts": plan.num_drafts,
         "proposed": proposed, "has_proposal": has_proposal, "refilled": refilled,
-        "expected_num_drafts": np.where(required, plan.mtp_k, UNKNOWN).astype(np.int64),
+        "expected_num_drafts": np.where(required, num_proposed, UNKNOWN).astype(np.int64),
+        "num_proposed": num_proposed,
     }
 
 

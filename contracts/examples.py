@@ -144,6 +144,39 @@ def drafter_output(**changes: Any) -> sg.DrafterOutput:
     return sg.DrafterOutput(**{**fields, **changes})
 
 
+#: The clean stream's slots, before three padding rows.
+_PADDED_SLOTS = (16, 17, 18, 19, 64, 65, 66, 67, 85, 86, 87, 88, 96, 97, 98, 99, 100)
+
+
+def _padded_input(**changes: Any) -> sg.ModelInput:
+    """The clean stream padded to 20 rows, a captured graph's size: three padding rows
+    of token 0 at position 0 that write no KV."""
+    fields: dict[str, Any] = {
+        "num_tokens": 20,
+        "input_ids": np.concatenate([np.arange(100, 117, dtype=np.int32), _ids(0, 0, 0)]),
+        "positions": _ids(16, 17, 18, 19, 32, 33, 34, 35, 5, 6, 7, 8, 0, 1, 2, 3, 4, 0, 0, 0),
+        "slot_mapping": _ids(*_PADDED_SLOTS, -1, -1, -1),
+        "num_padding": 3,
+    }
+    return model_input(**{**fields, **changes})
+
+
+def _draft_step(**changes: Any) -> sg.DrafterInput:
+    """Draft step 1 after the clean drafter input: one token per seq (the first drafts),
+    one position past each sample, seq_lens and max_seq_len advanced with it."""
+    fields: dict[str, Any] = {
+        "num_tokens": 3,
+        "input_ids": _ids(201, 204, 207),
+        "positions": _ids(21, 35, 7),
+        "query_start_loc": _ids(0, 1, 2, 3),
+        "sample_indices": _ids(0, 1, 2),
+        "seq_lens": _ids(22, 36, 8),
+        "max_seq_len": 36,
+        "draft_step": 1,
+    }
+    return drafter_input(**{**fields, **changes})
+
+
 #: A clean instance of every boundary class, by class name; keyword arguments change fields.
 CLEAN: dict[str, Callable[..., sg.BoundaryObject]] = {
     "ScheduledBatch": scheduled_batch,
@@ -261,6 +294,20 @@ _EXAMPLES = (
     Example("SG305", "a slot past the end of the KV cache",
             lambda: model_input(slot_mapping=_ids(16, 17, 18, 19, 64, 65, 66, 67, 85, 86, 87,
                                                    88, 96, 97, 98, 99, 112))),
+    Example("SG306", "a draft step whose seq_lens were not advanced with its positions",
+            lambda: _draft_step(seq_lens=_ids(21, 35, 7))),
+    Example("SG307", "a draft step's max_seq_len computed before its increment",
+            lambda: _draft_step(max_seq_len=35)),
+    Example("SG308", "a padding row left with a slot of the previous step",
+            lambda: _padded_input(slot_mapping=_ids(*_PADDED_SLOTS, -1, 16, -1))),
+    Example("SG309", "seq 14's span running into the padding rows",
+            lambda: _padded_input(query_start_loc=_ids(0, 4, 8, 12, 18))),
+    Example("SG310", "a real token of seq 12 given the padding slot",
+            lambda: _padded_input(slot_mapping=_ids(
+                16, 17, 18, 19, 64, -1, 66, 67, 85, 86, 87, 88, 96, 97, 98, 99, 100,
+                -1, -1, -1))),
+    Example("SG116", "a skipped drafter's row claiming four proposed drafts with mtp_k 3",
+            lambda: drafter_output(num_proposed=_ids(3, 4, 0))),
 )
 
 #: The broken object of every rule that one can break on its own, by rule code.

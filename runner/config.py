@@ -43,6 +43,11 @@ class EngineConfig:
     max_num_batched_tokens: int = 1024
     device: str = "cpu"
     model: ModelConfig = field(default_factory=ModelConfig)
+    drafter_max_model_len: int | None = None
+    """The drafter's own context limit, when shorter than the target's: a seq whose
+    context plus ``mtp_k`` does not fit is proposed no drafts (its row of the drafter's
+    output is placeholder), and a step where no seq fits runs no drafter (vLLM's
+    ``input_fits_in_drafter``)."""
 
     def __post_init__(self) -> None:
         if self.mtp_k < 1:

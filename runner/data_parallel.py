@@ -9,9 +9,10 @@ its own; every step the ranks meet in collectives, DP-attention style:
    uniform-decode size), and the group stops when no rank has work left;
 2. with contracts on, they all-gather one row of metadata and check it on every rank
    (:func:`specguard.adapters.check_ranks`, SG701-SG706);
-3. the forward joins the step's exchange (:meth:`RankGroup.exchange`). A rank with
-   nothing scheduled runs a dummy step of ``mtp_k + 1`` tokens (one decode span, the
-   convention vLLM settled on for idle ranks) so the others do not wait for it.
+3. the forward, padded to the agreed size, joins the step's exchange
+   (:meth:`RankGroup.exchange`). A rank with nothing scheduled runs a dummy forward of
+   ``mtp_k + 1`` padding rows (one decode span, the convention vLLM settled on for idle
+   ranks; they write no KV) so the others do not wait for it.
 
 A violation that only one rank sees (its batch, its forward) stops that rank: it
 finishes the step's collectives, reports the rule in its next row, and every rank stops
@@ -141,11 +142,13 @@ class RankEngine(Engine):
         padded = self._padded(counts[:, 0], tokens)
         self._check(padded, tokens, scheduled)
         self.exchanging.padded = padded
+        self.runner.pad_to = padded  # every rank's forward is the agreed size
         if scheduled is not None:
             result = self.runner.execute(scheduled)
             self._joined.add("exchange")
             return result
-        self._dummy_step(padded)
+        self.runner.dummy_forward(self.dummy_tokens)  # padding rows only: writes no KV
+        self._joined.add("exchange")
         result = self.runner.flush()
         if result is None and busy:
             raise EngineStalled("nothing can be scheduled and nothing is in flight")

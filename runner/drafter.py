@@ -18,7 +18,7 @@ from specguard.runner import faults
 from specguard.runner._timing import CLOCK
 from specguard.runner.model import TinyLM
 
-__all__ = ["Drafter", "drafter_input", "next_token_ids"]
+__all__ = ["Drafter", "draft_step_input", "drafter_input", "next_token_ids"]
 
 
 def next_token_ids(sampled: torch.Tensor, backup_token_ids: torch.Tensor,
@@ -39,18 +39,43 @@ def next_token_ids(sampled: torch.Tensor, backup_token_ids: torch.Tensor,
 
 def drafter_input(
     *, model_input: contracts.ModelInput, next_tokens: torch.Tensor,
-    num_rejected: torch.Tensor, vocab_size: int,
+    num_rejected: torch.Tensor, vocab_size: int, max_seq_len: int,
 ) -> contracts.DrafterInput:
     """Shift the target's ids left by one and write each seq's newest token where it
-    samples: after its last accepted token (``num_rejected`` slots before its span end)."""
+    samples: after its last accepted token (``num_rejected`` slots before its span end).
+
+    The first pass attends over each seq's context through its span: ``seq_lens`` is the
+    span's last position + 1, and ``max_seq_len`` the host's bound on the longest (the
+    scheduled context lengths, which a deferred seq's rejections only shorten).
+    """
     starts = cast(torch.Tensor, model_input.query_start_loc)
+    real = model_input.num_tokens - (model_input.num_padding or 0)  # padding is no seq's
     sample_indices = starts[1:] - 1 - num_rejected
-    ids = torch.roll(cast(torch.Tensor, model_input.input_ids), -1)
+    ids = torch.roll(cast(torch.Tensor, model_input.input_ids)[:real], -1)
     ids[sample_indices] = next_tokens
+    positions = cast(torch.Tensor, model_input.positions)[:real]
+    seq_lens = positions[(starts[1:] - 1).clamp(min=0)] + 1
     return CLOCK.build(
-        contracts.DrafterInput, vocab_size=vocab_size, num_tokens=model_input.num_tokens,
-        seq_ids=model_input.seq_ids, input_ids=ids, positions=model_input.positions,
-        query_start_loc=starts, sample_indices=sample_indices)
+        contracts.DrafterInput, vocab_size=vocab_size, num_tokens=real,
+        seq_ids=model_input.seq_ids, input_ids=ids, positions=positions,
+        query_start_loc=starts, sample_indices=sample_indices, seq_lens=seq_lens,
+        max_seq_len=max_seq_len, draft_step=0)
+
+
+def draft_step_input(first: contracts.DrafterInput, step: int,
+                     token_ids: torch.Tensor) -> contracts.DrafterInput:
+    """Draft step ``step`` (from 1): one token per seq, the previous draft, one position
+    past the previous step's, its attention metadata advanced with it (vLLM's
+    ``seq_lens += 1`` and ``max_seq_len + 1`` per draft step)."""
+    picks = cast(torch.Tensor, first.sample_indices)
+    positions = cast(torch.Tensor, first.positions)[picks] + step
+    count = positions.shape[0]
+    rows = torch.arange(count + 1, dtype=positions.dtype, device=positions.device)
+    return CLOCK.build(
+        contracts.DrafterInput, vocab_size=first.vocab_size, num_tokens=count,
+        seq_ids=first.seq_ids, input_ids=token_ids, positions=positions,
+        query_start_loc=rows, sample_indices=rows[:-1], seq_lens=positions + 1,
+        max_seq_len=int(first.max_seq_len or 0) + step, draft_step=step)
 
 
 class Drafter:
@@ -60,18 +85,30 @@ class Drafter:
         self.model = model
         self.mtp_k = mtp_k
 
+    def skipped(self, inputs: contracts.DrafterInput) -> contracts.DrafterOutput:
+        """What a step that runs no drafter hands back: zeros, none of them proposed."""
+        ids = cast(torch.Tensor, inputs.seq_ids)
+        count = ids.shape[0]
+        return CLOCK.build(
+            contracts.DrafterOutput, mtp_k=self.mtp_k, vocab_size=self.model.vocab_size,
+            seq_ids=ids, draft_token_ids=ids.new_zeros((count, self.mtp_k)),
+            num_proposed=ids.new_zeros(count))
+
     @torch.inference_mode()
-    def propose(self, inputs: contracts.DrafterInput,
-                target_hidden: torch.Tensor) -> contracts.DrafterOutput:
+    def propose(self, inputs: contracts.DrafterInput, target_hidden: torch.Tensor,
+                num_proposed: torch.Tensor | None = None) -> contracts.DrafterOutput:
         """Drafts ``[num_seqs, mtp_k]``: step 0 from the target's hidden state at each
         sample index, later steps from the head's own state and its previous draft."""
         embedded = self.model.embed(cast(torch.Tensor, inputs.input_ids))
         picks = cast(torch.Tensor, inputs.sample_indices)
         hidden = self.model.mtp_step_embedded(target_hidden[picks], embedded[picks])
         drafts = [self.model.greedy(hidden)]
-        for _ in range(self.mtp_k - 1):
+        checked = contracts.current_config().mode is not contracts.Mode.OFF
+        for step in range(1, self.mtp_k):
+            if checked:  # each draft step's hand-over, with its attention metadata
+                CLOCK.checking(draft_step_input, inputs, step, drafts[-1])
             hidden = self.model.mtp_step(hidden, drafts[-1])
             drafts.append(self.model.greedy(hidden))
         return CLOCK.build(contracts.DrafterOutput, mtp_k=self.mtp_k,
                         vocab_size=self.model.vocab_size, seq_ids=inputs.seq_ids,
-                        draft_token_ids=torch.stack(drafts, dim=1))
+                        draft_token_ids=torch.stack(drafts, dim=1), num_proposed=num_proposed)

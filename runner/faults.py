@@ -31,6 +31,8 @@ __all__ = [
     "SENTINEL_TO_EMBEDDING",
     "SKIPPED_REJECTION_ROLLBACK",
     "STALE_DRAFTS",
+    "STALE_PADDING_SLOTS",
+    "UNPROPOSED_DRAFTS",
     "WRONG_DRAFT_WIDTH",
     "Fault",
 ]
@@ -72,6 +74,8 @@ WRONG_DRAFT_WIDTH = "wrong-draft-width"
 SENTINEL_IN_TARGET_INPUT = "sentinel-in-target-input"
 SKIPPED_REJECTION_ROLLBACK = "skipped-rejection-rollback"
 STALE_DRAFTS = "stale-drafts"
+STALE_PADDING_SLOTS = "stale-padding-slots"
+UNPROPOSED_DRAFTS = "unproposed-drafts"
 RANK_MTP_K = "rank-mtp-k"
 RANK_LOCAL_PADDING = "rank-local-padding"
 RANK_LOCAL_SEQ_IDS = "rank-local-seq-ids"
@@ -139,6 +143,25 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
           # A seq whose prefill just ended has an empty host row (SG607: none of its
           # proposal verified); one further along carries its older drafts (SG602).
           also=("SG602",)),
+    Fault(STALE_PADDING_SLOTS,
+          "a padded forward's padding rows keep the slots a longer step left in the "
+          "graph's static slot buffer",
+          ("ModelRunner._padded_slots",),
+          "rvllm #32 and Diffulex #44: padded CUDA-graph rows reused live KV slots or the "
+          "stale tail of slot_mapping, overwriting other requests' keys",
+          "SG308", "ModelInput",
+          "finishes; padding rows overwrite live seqs' KV, and the tokens differ from "
+          "plain greedy decoding"),
+    Fault(UNPROPOSED_DRAFTS,
+          "a step that ran no drafter hands its zeros on as whole proposals",
+          ("ModelRunner._device_num_drafts", "Scheduler._deliver"),
+          "vLLM GPUModelRunner: a step whose longest seq does not fit the drafter "
+          "(input_fits_in_drafter=False) runs no drafter, and the drafts already scheduled "
+          "must be stripped; vLLM I5d strips them by mutating scheduler_output",
+          "SG660", "StepTransition",
+          "finishes with tokens identical to plain greedy decoding, but the skipped "
+          "drafter's zeros are verified as drafts and almost none is accepted: a silent "
+          "slowdown no output comparison can see"),
     Fault(RANK_MTP_K,
           "one data-parallel rank drafts one token fewer (more, at mtp_k 1) than the others",
           ("RankJob.config_of",),

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from specguard import contracts
+from specguard.runner import faults
 from specguard.runner.config import EngineConfig, ModelConfig
 from specguard.runner.faults import FAULTS
 
@@ -181,10 +182,14 @@ QUIET: JobListener = _Quiet()
 
 def engine_config(settings: JobSettings) -> EngineConfig:
     """The engine the settings describe."""
+    # The unproposed-drafts fault shows only where the drafter stops proposing: give it
+    # a context limit that the longer seqs of the workload pass.
+    limit = settings.max_prompt if settings.fault == faults.UNPROPOSED_DRAFTS else None
     return EngineConfig(
         mtp_k=settings.mtp_k, block_size=settings.block_size, num_blocks=settings.num_blocks,
         max_num_seqs=settings.max_num_seqs, max_num_batched_tokens=settings.max_batched_tokens,
-        device=settings.device, model=ModelConfig(seed=settings.seed))
+        device=settings.device, model=ModelConfig(seed=settings.seed),
+        drafter_max_model_len=limit)
 
 
 def workload(settings: JobSettings, config: EngineConfig) -> list[Request]:

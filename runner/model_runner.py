@@ -37,6 +37,7 @@ from specguard.runner.verifier import verify_greedy
 __all__ = ["ModelRunner"]
 
 _I64 = torch.int64
+_count_nonzero = np.count_nonzero
 
 
 def _tensor(value: object) -> torch.Tensor:
@@ -55,13 +56,17 @@ class _InFlight:
     next_tokens: torch.Tensor
     num_rejected: torch.Tensor
     drafts: torch.Tensor
+    num_proposed: np.ndarray
+    """Drafts really proposed per row (host): ``mtp_k``, or 0 where the drafter did not
+    run or the row was discarded."""
     trace: PendingTrace | None
 
     def to_host(self) -> StepResult:
         sampled, drafts = self.sampled.cpu().numpy(), self.drafts.cpu().numpy()
         # After the outputs, whose copy waits for the forward: the trace's copy only copies.
         trace = CLOCK.checking(self.trace.to_host, drafts) if self.trace is not None else None
-        return StepResult(self.seq_ids, sampled, drafts, self.is_decode, self.num_drafts, trace)
+        return StepResult(self.seq_ids, sampled, drafts, self.is_decode, self.num_drafts,
+                          self.num_proposed, trace)
 
 
 @dataclass(frozen=True)
@@ -109,6 +114,16 @@ class ModelRunner:
         self.cache = model.new_cache(config.num_blocks * config.block_size)
         self.drafter = Drafter(model, config.mtp_k)
         self._in_flight: _InFlight | None = None
+        self.padding_slot_id = -1
+        """The slot padding rows write to (the cache's scratch slot, which no seq owns):
+        the ``-1`` a ModelInput assumes when it names none."""
+        self.pad_to: int | None = None
+        """The token count every forward is padded to (a data-parallel step's agreed
+        size), or None to pad decode-only batches to a captured graph's size."""
+        self._slot_buffer = torch.full((max(config.max_num_batched_tokens, 1),),
+                                       self.padding_slot_id, dtype=_I64, device=self.device)
+        # The graph's static slot input: each forward writes its slots there, and the
+        # rows past them are padding.
         self.num_forwards = 0
         """Forwards run so far: the engine step of the latest one."""
         self.deferred_rows = 0
@@ -133,16 +148,44 @@ class ModelRunner:
         next_tokens = next_token_ids(sampled.tokens, backup, self.fault)
         inputs = drafter_input(model_input=model_input, next_tokens=next_tokens,
                                num_rejected=sampled.num_rejected,
-                               vocab_size=self.model.vocab_size)
-        drafts = self.drafter.propose(inputs, hidden)
-        trace = (CLOCK.checking(self._trace, scheduled, decode, model_input, sampled, drafts)
-                 if self.relations and recording() else None)
+                               vocab_size=self.model.vocab_size,
+                               max_seq_len=int(scheduled.context_lens.max(initial=0)))
+        num_proposed = self._num_proposed(scheduled)
+        if self._drafter_runs(scheduled):
+            drafts = self.drafter.propose(
+                inputs, hidden, torch.as_tensor(num_proposed, device=self.device))
+        else:
+            drafts = self.drafter.skipped(inputs)
+        trace = (CLOCK.checking(self._trace, scheduled, decode, model_input, sampled, drafts,
+                                num_proposed) if self.relations and recording() else None)
         previous = self._in_flight
         self._in_flight = _InFlight(scheduled.seq_ids.copy(), scheduled.is_decode.copy(),
                                     sampled.num_drafts, sampled.tokens, next_tokens,
                                     sampled.num_rejected, _tensor(drafts.draft_token_ids),
-                                    trace)
+                                    num_proposed, trace)
         return previous.to_host() if previous is not None else None
+
+    def _num_proposed(self, batch: SchedulerOutput) -> np.ndarray:
+        """Drafts the drafter proposes per row, decided on the host: ``mtp_k`` for a row
+        with a new token, 0 for a discarded (mid-prompt) row and for a row whose drafts
+        would pass the drafter's context limit (its context is the host's upper bound:
+        a deferred seq's rejections only shorten it). The drafter still runs such rows,
+        as vLLM's EAGLE proposer keeps rows past ``max_model_len``; their drafts are
+        placeholders to be ignored."""
+        drafting = batch.is_decode | batch.samples
+        limit = self.config.drafter_max_model_len
+        if limit is not None:
+            drafting &= batch.context_lens.astype(np.int64) + self.mtp_k <= limit
+        return np.where(drafting, self.mtp_k, 0)
+
+    def _drafter_runs(self, batch: SchedulerOutput) -> bool:
+        """Whether the drafter runs this step: unless no seq fits its context limit
+        (vLLM's ``input_fits_in_drafter``). A step whose rows are all discarded still
+        runs it, as padded speculation does."""
+        limit = self.config.drafter_max_model_len
+        if limit is None:
+            return True
+        return bool(_count_nonzero(batch.context_lens.astype(np.int64) + self.mtp_k <= limit))
 
     def flush(self) -> StepResult | None:
         """The last forward's outputs, when no further step will carry them."""
@@ -200,12 +243,63 @@ class ModelRunner:
         positions = (context - counts)[owner] + offsets
         tables = torch.as_tensor(batch.block_tables, dtype=_I64, device=device)
         slots = tables[owner, positions // block_size] * block_size + positions % block_size
+        padded = self._padded_tokens(batch)
+        if padded > num_tokens:  # padding rows: token 0 at position 0, like vLLM's
+            rows = padded - num_tokens
+            input_ids = torch.cat([input_ids, input_ids.new_zeros(rows)])
+            positions = torch.cat([positions, positions.new_zeros(rows)])
         return CLOCK.build(
             contracts.ModelInput, vocab_size=self.model.vocab_size,
-            num_slots=self.cache.num_slots, num_tokens=num_tokens,
+            num_slots=self.cache.num_slots, num_tokens=padded,
             seq_ids=torch.as_tensor(batch.seq_ids, dtype=_I64, device=device),
-            input_ids=input_ids, positions=positions, slot_mapping=slots,
-            query_start_loc=starts)
+            input_ids=input_ids, positions=positions,
+            slot_mapping=self._padded_slots(slots, padded), query_start_loc=starts,
+            num_padding=padded - num_tokens)
+
+    def dummy_forward(self, num_tokens: int) -> None:
+        """An idle data-parallel rank's forward: ``num_tokens`` padding rows, no seq.
+
+        It joins the step's collectives like a real forward and writes its K/V only to
+        the padding slot.
+        """
+        device = self.device
+        empty = torch.zeros(0, dtype=_I64, device=device)
+        model_input = CLOCK.build(
+            contracts.ModelInput, vocab_size=self.model.vocab_size,
+            num_slots=self.cache.num_slots, num_tokens=num_tokens, seq_ids=empty,
+            input_ids=torch.zeros(num_tokens, dtype=_I64, device=device),
+            positions=torch.zeros(num_tokens, dtype=_I64, device=device),
+            slot_mapping=self._padded_slots(empty, num_tokens),
+            query_start_loc=torch.zeros(1, dtype=_I64, device=device),
+            num_padding=num_tokens)
+        self.model.forward(_tensor(model_input.input_ids), _tensor(model_input.positions),
+                           _tensor(model_input.slot_mapping), [], self.cache)
+
+    def _padded_tokens(self, batch: SchedulerOutput) -> int:
+        """The forward's size: the agreed data-parallel size, or for a decode-only batch
+        the smallest captured graph that holds it (1, 2, 4 or 8 decode spans, then
+        multiples of 8), as CUDA-graph runners pad; mixed batches run as they are."""
+        num_tokens = int(batch.num_tokens)
+        if self.pad_to is not None:
+            return max(self.pad_to, num_tokens)
+        num_seqs = int(batch.seq_ids.shape[0])
+        if num_seqs == 0 or not batch.is_decode.all():
+            return num_tokens
+        spans = 1 << (num_seqs - 1).bit_length() if num_seqs <= 8 else -(-num_seqs // 8) * 8
+        return max(spans * (self.mtp_k + 1), num_tokens)
+
+    def _padded_slots(self, slots: torch.Tensor, padded: int) -> torch.Tensor:
+        """``slots`` written into the static slot buffer, its rows up to ``padded`` set
+        to the padding slot: a copy of the first ``padded`` entries."""
+        if padded > self._slot_buffer.shape[0]:
+            grown = torch.full((padded,), self.padding_slot_id, dtype=_I64, device=self.device)
+            grown[:self._slot_buffer.shape[0]] = self._slot_buffer
+            self._slot_buffer = grown
+        count = slots.shape[0]
+        self._slot_buffer[:count] = slots
+        if self.fault != faults.STALE_PADDING_SLOTS:
+            self._slot_buffer[count:padded] = self.padding_slot_id
+        return self._slot_buffer[:padded].clone()
 
     def _merge_decode_rows(self, batch: SchedulerOutput, decode: _DecodeLayout,
                            spans: torch.Tensor, context: torch.Tensor) -> None:
@@ -275,7 +369,7 @@ class ModelRunner:
         verified = None
         if decode.count:
             drafts_per_row = np.where(decode.host_drafts, self._host_num_drafts(batch, decode),
-                                      k)
+                                      self._device_num_drafts(decode))
             num_drafts[decode.positions] = drafts_per_row
             at = torch.as_tensor(decode.positions, device=device)
             verified = verify_greedy(
@@ -290,7 +384,7 @@ class ModelRunner:
 
     def _trace(self, batch: SchedulerOutput, decode: _DecodeLayout,
                model_input: contracts.ModelInput, sampled: _Sampled,
-               drafts: contracts.DrafterOutput) -> PendingTrace:
+               drafts: contracts.DrafterOutput, num_proposed: np.ndarray) -> PendingTrace:
         """What the step tracker needs of this forward, read from what it really used."""
         starts = _tensor(model_input.query_start_loc)[:-1]
         carried = _tensor(model_input.input_ids)[decode.token_index[:, 1:]]
@@ -304,9 +398,17 @@ class ModelRunner:
             step=self.num_forwards, mtp_k=self.mtp_k, seq_ids=batch.seq_ids.copy(),
             is_decode=batch.is_decode.copy(), num_scheduled=batch.num_scheduled_tokens.copy(),
             num_drafts=sampled.num_drafts[decode.positions],
-            draft_placeholder=batch.draft_placeholder,
+            draft_placeholder=batch.draft_placeholder, num_proposed=num_proposed,
             tensors=(_tensor(model_input.positions)[starts], carried, verify_ids, accepted,
                      _tensor(drafts.seq_ids)))
+
+    def _device_num_drafts(self, decode: _DecodeLayout) -> np.ndarray:
+        """Real drafts in each deferred row's previous-step buffer: what the drafter
+        proposed for it (placeholders past that are verified as placeholders)."""
+        prev = self._in_flight
+        if prev is None or self.fault == faults.UNPROPOSED_DRAFTS:
+            return np.full(decode.count, self.mtp_k, dtype=np.int64)
+        return np.where(decode.prev_rows >= 0, prev.num_proposed[decode.prev_rows], self.mtp_k)
 
     @staticmethod
     def _host_num_drafts(batch: SchedulerOutput, decode: _DecodeLayout) -> np.ndarray:

@@ -305,10 +305,16 @@ class Scheduler:
                 continue  # a middle prefill chunk samples nothing
             before = min(seq.num_output, seq.max_tokens)
             seq.token_ids.extend(result.token_ids[row, :count].tolist())
-            seq.drafts = result.draft_token_ids[row]
+            seq.drafts = result.draft_token_ids[row, :self._proposed(result, row)]
             self.delivered_tokens += min(seq.num_output, seq.max_tokens) - before
             if seq.num_output >= seq.max_tokens:
                 self._finish(seq)
+
+    def _proposed(self, result: StepResult, row: int) -> int:
+        """How many of a row's drafts were proposed: the rest is placeholder."""
+        if result.num_proposed is None or self.fault == faults.UNPROPOSED_DRAFTS:
+            return self.mtp_k
+        return int(result.num_proposed[row])
 
     def _finish(self, seq: Seq) -> None:
         seq.status = Status.FINISHED

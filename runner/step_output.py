@@ -25,6 +25,9 @@ class StepResult:
     """``[n]`` the row verified drafts (a decode seq) rather than ending a prefill."""
     num_drafts: np.ndarray
     """``[n]`` real drafts the verifier saw in each decode row (0 for prefill rows)."""
+    num_proposed: np.ndarray | None = None
+    """``[n]`` drafts the drafter really proposed per row (the rest of the row is
+    placeholder); None when every row is a whole proposal."""
     trace: StepTrace | None = None
     """What the step tracker reads of the forward; recorded only when relations are checked."""
 

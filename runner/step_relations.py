@@ -60,6 +60,8 @@ class StepTrace:
     """The drafter's row ids, ``[num_seqs]``."""
     proposals: np.ndarray
     """The drafts proposed per drafter row, ``[num_seqs, mtp_k]``."""
+    num_proposed: np.ndarray | None = None
+    """How many of each row's drafts were really proposed."""
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,8 @@ class PendingTrace:
     num_drafts: np.ndarray
     """Real drafts each decode row was verified with, in decode order."""
     draft_placeholder: int | None
+    num_proposed: np.ndarray | None
+    """Drafts really proposed per drafter row (decided on the host)."""
     packed: torch.Tensor
     """:data:`_PACKED` flattened into one int64 tensor, so one copy brings them all."""
     shapes: tuple[tuple[int, ...], ...]
@@ -82,13 +86,15 @@ class PendingTrace:
     def record(cls, *, step: int, mtp_k: int, seq_ids: np.ndarray, is_decode: np.ndarray,
                num_scheduled: np.ndarray, num_drafts: np.ndarray,
                draft_placeholder: int | None,
-               tensors: Sequence[torch.Tensor]) -> PendingTrace:
+               tensors: Sequence[torch.Tensor],
+               num_proposed: np.ndarray | None = None) -> PendingTrace:
         """Pack the device tensors named by :data:`_PACKED`, in that order (no sync)."""
         if len(tensors) != len(_PACKED):
             raise ValueError(f"expected {len(_PACKED)} tensors: {', '.join(_PACKED)}")
         packed = torch.cat([t.reshape(-1).to(torch.int64) for t in tensors])
         return cls(step, mtp_k, seq_ids, is_decode, num_scheduled, num_drafts,
-                   draft_placeholder, packed, tuple(tuple(t.shape) for t in tensors))
+                   draft_placeholder, num_proposed, packed,
+                   tuple(tuple(t.shape) for t in tensors))
 
     def to_host(self, proposals: np.ndarray) -> StepTrace:
         """The trace on the host; ``proposals`` is the drafter's output, already copied."""
@@ -100,11 +106,12 @@ class PendingTrace:
         plan = StepPlan(self.mtp_k, self.seq_ids, self.is_decode, starts,
                         self.num_scheduled.astype(np.int64), carried, self.num_drafts,
                         self.draft_placeholder)
-        return StepTrace(self.step, plan, verify_ids, accepted, drafter_ids, proposals)
+        return StepTrace(self.step, plan, verify_ids, accepted, drafter_ids, proposals,
+                         self.num_proposed)
 
 
 def check_step(tracker: StepTracker, trace: StepTrace) -> None:
     """Check one forward against the previous one the tracker saw, and remember it."""
     tracker.schedule(trace.plan)
     tracker.verify_rows(trace.verify_ids, trace.num_accepted)
-    tracker.draft_rows(trace.drafter_ids, trace.proposals)
+    tracker.draft_rows(trace.drafter_ids, trace.proposals, num_proposed=trace.num_proposed)

@@ -167,6 +167,50 @@ def test_a_seq_carrying_part_of_its_proposal_is_sg607(carried):
     assert caught.value.codes == ("SG607",)
 
 
+def _partly_proposed(next_batch, *, refilled=None):
+    """Seq 6's drafter proposed one of its two drafts; then ``next_batch``."""
+    tracker = StepTracker()
+    tracker.schedule(batch([5, 6], [10, 10]))
+    tracker.verified(verify([5, 6], [0, 0]))
+    tracker.drafted(contracts.DrafterOutput(
+        mtp_k=K, vocab_size=VOCAB, seq_ids=np.array([5, 6]),
+        draft_token_ids=np.array([[11, 12], [21, 0]]), num_proposed=np.array([2, 1])))
+    tracker.schedule(next_batch, refilled=refilled)
+    return tracker
+
+
+def test_a_seq_carrying_more_drafts_than_were_proposed_is_sg660():
+    """Seq 6's placeholder slot scheduled as a real draft is SG660, naming it; SG607 holds
+    it to the one draft proposed, not to mtp_k."""
+    with pytest.raises(contracts.ContractViolation, match=re.escape(
+            "SG660 a seq carries no more real drafts than were proposed for it "
+            "[StepTransition.num_drafts, scheduler → runner]: seq 6 at batch position 1: "
+            "carries 2 real drafts, but the previous step proposed 1 for this seq "
+            "(expected <= 1; actual 2)")) as caught:
+        _partly_proposed(batch([5, 6], [11, 11], drafts=[[11, 12], [21, 0]], counts=[2, 2]))
+    assert caught.value.codes == ("SG660",)
+    _partly_proposed(batch([5, 6], [11, 11], drafts=[[11, 12], [21, 0]], counts=[2, 1]))
+    with pytest.raises(contracts.ContractViolation, match="SG607"):
+        _partly_proposed(batch([5, 6], [11, 11], drafts=[[11, 12], [21, 0]], counts=[2, 0]))
+
+
+def test_a_refilled_row_is_verified_whole_against_its_proposed_count():
+    """The runner fills a refilled row whole from its buffer: a partial proposal is SG660."""
+    partial = batch([5, 6], [11, 11], drafts=[[11, 12], [21, 0]], counts=[2, 1])
+    with pytest.raises(contracts.ContractViolation, match="SG660") as caught:
+        _partly_proposed(partial, refilled=np.array([False, True]))
+    assert caught.value.violations[0].seq_id == 6
+
+
+def test_a_drafter_that_reports_no_counts_proposes_whole_rows():
+    """Without num_proposed every row is a whole proposal: nothing changes for engines
+    whose drafter does not say."""
+    tracker = _proposed_then(batch([5, 6], [11, 11], drafts=[[11, 12], [21, 22]]))
+    state = tracker.close()
+    assert state is not None and state.num_proposed is not None
+    assert state.num_proposed.tolist() == [K, K]
+
+
 def test_seqs_without_a_proposal_may_carry_fewer_drafts():
     """No drafter output, a seq new to the batch, or a prefill row: nothing is required."""
     tracker = StepTracker()

@@ -217,6 +217,36 @@ def test_seed_fixed_drafter_input_is_clean():
     assert drafter.input_ids[:3].tolist() == [101, 102, 103]
 
 
+def _attention_step(max_seq_len):
+    """Two decoding requests whose attention metadata ends at their spans."""
+    view = _view()
+    step = view.schedule(scheduler_output({}, {"r0": 4, "r1": 4}))
+    meta = attention_metadata([4, 4])
+    meta.seq_lens = torch.tensor([24, 40], dtype=torch.int32)
+    meta.max_seq_len = max_seq_len
+    positions = torch.cat([torch.arange(20, 24), torch.arange(36, 40)])
+    return view.drafter_input(
+        step, target_token_ids=torch.arange(100, 108, dtype=torch.int32),
+        target_positions=positions, next_token_ids=torch.tensor([5, 6], dtype=torch.int32),
+        last_token_indices=torch.tensor([3, 7]), common_attn_metadata=meta)
+
+
+def test_drafter_input_carries_the_first_passs_attention_metadata():
+    """seq_lens and max_seq_len are read from the CommonAttentionMetadata propose gets."""
+    drafter = _attention_step(40)
+    assert drafter.seq_lens is not None and drafter.seq_lens.tolist() == [24, 40]
+    assert (drafter.max_seq_len, drafter.draft_step) == (40, 0)
+
+
+def test_a_max_seq_len_short_of_the_longest_seq_is_sg307():
+    """A max_seq_len below a request's seq_len would truncate its context: SG307."""
+    with pytest.raises(contracts.ContractViolation) as caught:
+        _attention_step(39)
+    assert caught.value.codes == ("SG307",)
+    assert "seq 1 at batch position 1: request 'r1': seq_len is 40 at draft step 0 is " \
+        "longer than max_seq_len=39" in str(caught.value)
+
+
 def test_out_of_range_sample_index_is_reported_not_raised_as_index_error():
     """A last_token_indices entry past the stream is SG302, not an IndexError."""
     view = _view()

@@ -119,3 +119,17 @@ def test_validate_takes_the_depth_by_name():
     assert contracts.validate(batch, depth="metadata") == []
     with pytest.raises(contracts.ContractViolation):
         contracts.validate(batch, depth="essential")
+
+
+@pytest.mark.parametrize("code", ["SG116", "SG306", "SG307", "SG308", "SG309", "SG310"])
+def test_the_hand_over_rules_catch_their_example_by_default(code):
+    """The padding, draft-step and proposed-count rules stop their catalogue example at
+    the default settings; metadata depth reads no value."""
+    from specguard.contracts import examples
+
+    example = examples.EXAMPLES[code]
+    with contracts.checking(depth="metadata"):
+        example.build()
+    with pytest.raises(contracts.ContractViolation) as caught:
+        example.build()
+    assert caught.value.codes == (code,)

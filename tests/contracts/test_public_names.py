@@ -24,7 +24,8 @@ CONTRACTS_API = (
 
 OPS_API = (
     "PLACEHOLDER", "UNSIGNED", "arange_like", "array_kind", "ceil_div", "clip_columns",
-    "host_value", "is_host", "is_int", "number_text", "row_col", "row_entries", "value_text",
+    "host_value", "is_host", "is_int", "number_text", "row_col", "row_entries",
+    "unique_non_negative", "value_text",
     "within_columns",
 )
 

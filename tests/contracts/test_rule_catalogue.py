@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -197,7 +198,83 @@ CASES: list[Case] = [
      "SG305 slots are within the KV cache or -1 [ModelInput.slot_mapping, "
      "runner → target model]: seq 8 at batch position 1, token 3: slot is 64 "
      "(expected -1 <= slot < num_slots=64)"),
+    ("SG306", "not-advanced", lambda: build(DI, seq_lens=np.array([3, 6, 1]), max_seq_len=7,
+                                            draft_step=0),
+     "SG306 each seq's seq_len reaches the last position of its span [DrafterInput.seq_lens, "
+     "runner → drafter]: seq 8 at batch position 1: seq_len is 6 at draft step 0, but its "
+     "span ends at position 6 (expected 7; actual 6)"),
+    ("SG306", "past-the-span", lambda: build(DI, seq_lens=np.array([3, 7, 2])),
+     "SG306 each seq's seq_len reaches the last position of its span [DrafterInput.seq_lens, "
+     "runner → drafter]: seq 9 at batch position 2: seq_len is 2, but its span ends at "
+     "position 0 (expected 1; actual 2)"),
+    ("SG307", "before-the-increment", lambda: build(DI, seq_lens=np.array([3, 7, 1]),
+                                                    max_seq_len=6),
+     "SG307 max_seq_len covers every seq_len [DrafterInput.max_seq_len, runner → drafter]: "
+     "seq 8 at batch position 1: seq_len is 7 is longer than max_seq_len=6 "
+     "(expected >= 7; actual 6)"),
+    ("SG308", "live-slot", lambda: build(MI, **_padded(slot_mapping=np.array(
+        [0, 1, 2, 10, 11, 12, -1, 3]))),
+     "SG308 padding rows write no KV: their slot is the padding slot id [ModelInput."
+     "slot_mapping, runner → target model]: token 7: padding row 7's slot is 3 "
+     "(expected padding_slot_id=-1)"),
+    ("SG308", "reserved-slot", lambda: build(MI, **_padded(padding_slot_id=0)),
+     "SG308 padding rows write no KV: their slot is the padding slot id [ModelInput."
+     "slot_mapping, runner → target model]: token 6: padding row 6's slot is -1 "
+     "(expected padding_slot_id=0)"),
+    ("SG309", "sampled-padding", lambda: build(MI, **_padded(
+        query_start_loc=np.array([0, 3, 5, 7]))),
+     "SG309 padding rows are not sampled: no seq's span reaches into them [ModelInput."
+     "query_start_loc, runner → target model]: seq 9 at batch position 2: spans end at 7, "
+     "inside the 2 padding rows starting at 6 (expected <= num_tokens - num_padding=6)"),
+    ("SG310", "real-row-padding-slot", lambda: build(MI, **_padded(slot_mapping=np.array(
+        [0, 1, 2, -1, 11, 12, -1, -1]))),
+     "SG310 real rows write KV: none uses the padding slot [ModelInput.slot_mapping, "
+     "runner → target model]: seq 8 at batch position 1, token 3: real token 3 has the "
+     "padding slot -1 (expected a KV-cache slot)"),
+    ("SG116", "past-mtp-k", lambda: build(DO, num_proposed=np.array([2, 3, 0])),
+     "SG116 proposed counts are within [0, mtp_k] [DrafterOutput.num_proposed, "
+     "drafter → scheduler]: seq 8 at batch position 1: proposed count is 3 "
+     "(expected 0..mtp_k=2)"),
 ]
+
+
+def _padded(**changes: Any) -> dict[str, Any]:
+    """The clean model input padded with two trailing rows that write no KV (its last
+    real token given a slot: with padding declared, every real row writes KV)."""
+    return {"num_tokens": 8, "input_ids": np.array([1, 2, 3, 4, 5, 6, 0, 0]),
+            "positions": np.array([0, 1, 2, 5, 6, 0, 0, 0]),
+            "slot_mapping": np.array([0, 1, 2, 10, 11, 12, -1, -1]), "num_padding": 2,
+            **changes}
+
+
+def test_declared_padding_and_attention_metadata_are_clean():
+    """The clean objects with padding rows, seq_lens or proposed counts pass every rule."""
+    with contracts.checking(depth="full", collect="all"):
+        assert contracts.validate(build(MI, **_padded())) == []
+        assert contracts.validate(build(MI, **_padded(num_padding=0, num_tokens=6,
+                                                     input_ids=np.arange(1, 7),
+                                                     positions=np.array([0, 1, 2, 5, 6, 0]),
+                                                     slot_mapping=np.arange(6)))) == []
+        assert contracts.validate(build(MI, **_padded(
+            padding_slot_id=0, slot_mapping=np.array([1, 2, 3, 10, 11, 12, 0, 0])))) == []
+        dummy = build(MI, num_tokens=3, seq_ids=np.zeros(0, dtype=np.int64),
+                      input_ids=np.zeros(3, dtype=np.int64),
+                      positions=np.zeros(3, dtype=np.int64),
+                      slot_mapping=np.full(3, -1), query_start_loc=np.array([0]),
+                      num_padding=3)
+        assert contracts.validate(dummy) == []
+        assert contracts.validate(build(DI, seq_lens=np.array([3, 7, 1]), max_seq_len=7,
+                                        draft_step=0)) == []
+        assert contracts.validate(build(DO, num_proposed=np.array([2, 0, 1]))) == []
+
+
+def test_padding_longer_than_the_stream_is_named():
+    """More padding rows than the stream has is SG308's, not an empty slice."""
+    with contracts.checking(depth="full", collect="all"), \
+            pytest.raises(contracts.ContractViolation) as caught:
+        build(MI, **_padded(num_padding=9))
+    assert "SG308" in caught.value.codes
+    assert "num_padding=9 is more than the stream's num_tokens=8" in str(caught.value)
 
 
 def _raise_index_error(obj: object, values: object) -> None:

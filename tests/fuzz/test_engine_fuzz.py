@@ -25,13 +25,20 @@ from strategies.workloads import Workload, engine_workloads
 from specguard import contracts
 from specguard.runner.config import EngineConfig, ModelConfig
 from specguard.runner.engine import Engine, EngineStalled
-from specguard.runner.faults import DUPLICATE_SEQ_ID, FAULTS, SENTINEL_TO_EMBEDDING, STALE_DRAFTS
+from specguard.runner.faults import (
+    DUPLICATE_SEQ_ID,
+    FAULTS,
+    SENTINEL_TO_EMBEDDING,
+    STALE_DRAFTS,
+    UNPROPOSED_DRAFTS,
+)
 from specguard.runner.kv_cache import blocks_for
 from specguard.runner.oracle import first_divergence, greedy_reference
 from specguard.runner.workload import Request, synthetic_requests
 
 #: The workload pressure that gives each fault a chance to fire (default "none").
-PRESSURE = {SENTINEL_TO_EMBEDDING: "chunked", DUPLICATE_SEQ_ID: "tight"}
+PRESSURE = {SENTINEL_TO_EMBEDDING: "chunked", DUPLICATE_SEQ_ID: "tight",
+            UNPROPOSED_DRAFTS: "short-drafter"}
 #: Faults that can break the engine without a bad value ever reaching a boundary object.
 INVISIBLE = {
     DUPLICATE_SEQ_ID: "a preempted seq left in `running` changes the schedule (a step more "
@@ -181,7 +188,9 @@ def table_workload(fault: str, seed: int) -> Workload:
                         seed=seed)
     config = EngineConfig(mtp_k=mtp_k, block_size=block_size,
                           num_blocks=alone + seed if pressure == "tight" else 9 * alone,
-                          max_num_seqs=8, max_num_batched_tokens=budget, model=model)
+                          max_num_seqs=8, max_num_batched_tokens=budget, model=model,
+                          drafter_max_model_len=shortest + 8 if pressure == "short-drafter"
+                          else None)
     return Workload(config, tuple(requests))
 
 

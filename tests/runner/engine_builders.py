@@ -47,6 +47,19 @@ def chunk_boundary() -> tuple[EngineConfig, list[Request]]:
     return SMALL, requests_of([20, 20, 20, 130])
 
 
+def padded_decode() -> tuple[EngineConfig, list[Request]]:
+    """Three 20-token prompts: step 1 prefills all 60 tokens, and every later step is a
+    decode batch of three spans padded to a captured graph of four, whose four padding
+    rows sit where step 1's tokens were in the static slot buffer."""
+    return SMALL, requests_of([20, 20, 20])
+
+
+def short_drafter() -> tuple[EngineConfig, list[Request]]:
+    """Three 20-token prompts under a drafter whose context ends at 24 tokens: from the
+    second decode step on, no seq fits, and the drafter proposes nothing."""
+    return config(drafter_max_model_len=24), requests_of([20, 20, 20])
+
+
 def memory_pressure() -> tuple[EngineConfig, list[Request]]:
     """Four requests that cannot all hold their KV blocks at once: preemption."""
     return config(num_blocks=14), requests_of([40, 40, 40, 40], max_tokens=40)

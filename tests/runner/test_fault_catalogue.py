@@ -13,7 +13,14 @@ import re
 
 import numpy as np
 import pytest
-from engine_builders import MODEL, chunk_boundary, divergence, memory_pressure
+from engine_builders import (
+    MODEL,
+    chunk_boundary,
+    divergence,
+    memory_pressure,
+    padded_decode,
+    short_drafter,
+)
 
 from specguard import contracts
 from specguard.adapters import StepState, StepTracker
@@ -32,6 +39,8 @@ WORKLOADS = {
     faults.SENTINEL_IN_TARGET_INPUT: chunk_boundary,
     faults.SKIPPED_REJECTION_ROLLBACK: chunk_boundary,
     faults.STALE_DRAFTS: chunk_boundary,
+    faults.STALE_PADDING_SLOTS: padded_decode,
+    faults.UNPROPOSED_DRAFTS: short_drafter,
 }
 
 #: The engine finishes and its tokens differ from greedy decoding.
@@ -49,7 +58,13 @@ UNGUARDED = {
     faults.SENTINEL_IN_TARGET_INPUT: (IndexError, "index out of range in self"),
     faults.SKIPPED_REJECTION_ROLLBACK: DIVERGES,
     faults.STALE_DRAFTS: SLOWER,
+    faults.STALE_PADDING_SLOTS: DIVERGES,
+    faults.UNPROPOSED_DRAFTS: SLOWER,
 }
+
+#: Faults stopped at a row that belongs to no seq (a padding row): the violation names
+#: the row of the token stream instead of a seq.
+NO_SEQ = {faults.STALE_PADDING_SLOTS}
 
 
 #: The faults one engine shows; those that only show across ranks have their own tests
@@ -120,6 +135,10 @@ def test_strict_contracts_stop_the_fault_at_the_boundary(name):
         engine.generate(requests)
     violation = caught.value.violations[0]
     assert (violation.code, violation.subject) == (FAULTS[name].rule, FAULTS[name].subject)
+    if name in NO_SEQ:
+        assert violation.token is not None and violation.seq_id is None
+        assert f"token {violation.token}:" in str(caught.value)
+        return
     assert violation.seq_id is not None and violation.position is not None
     assert f"seq {violation.seq_id} at batch position {violation.position}" in str(caught.value)
     assert str(caught.value).startswith(f"{FAULTS[name].subject} broke 1 rule:")
@@ -260,7 +279,20 @@ def test_stale_drafts_further_along_carry_the_older_drafts(monkeypatch):
     assert "draft 0 is" in violation.reason and "proposed" in violation.reason
 
 
-@pytest.mark.parametrize("name", [faults.SKIPPED_REJECTION_ROLLBACK, faults.STALE_DRAFTS])
+def test_unproposed_drafts_names_the_seq_that_carries_a_skipped_drafters_zeros():
+    """Step 2's contexts pass the drafter's limit: it proposes nothing, and step 3 still
+    verifies seq 0 with three drafts (found while step 3's outputs reach the host)."""
+    engine, violation = _stop(faults.UNPROPOSED_DRAFTS)
+    assert (violation.code, violation.seq_id, violation.position) == ("SG660", 0, 0)
+    previous = _previous(engine)
+    row = previous.seq_ids.tolist().index(0)
+    assert previous.num_proposed is not None
+    assert previous.drafted[row] and int(previous.num_proposed[row]) == 0
+    assert (violation.expected, violation.actual) == ("<= 0", str(engine.config.mtp_k))
+
+
+@pytest.mark.parametrize("name", [faults.SKIPPED_REJECTION_ROLLBACK, faults.STALE_DRAFTS,
+                                  faults.UNPROPOSED_DRAFTS])
 def test_step_faults_break_no_rule_of_a_single_object(name, monkeypatch):
     """Full depth with the step tracker left out: every object passes, the run finishes."""
     monkeypatch.setattr(model_runner, "recording", lambda: False)
@@ -269,6 +301,27 @@ def test_step_faults_break_no_rule_of_a_single_object(name, monkeypatch):
         result = engine.generate(requests)
     assert result.stats.violations == 0 and result.stats.contract_checks > 0
     assert engine.tracker is None
+
+
+def test_stale_padding_slots_names_the_first_padding_row():
+    """Step 2 pads three decode spans to four: the padding rows 12-15 still hold the slots
+    step 1's prefill wrote there, seq 0's positions 12-15."""
+    engine, violation = _stop(faults.STALE_PADDING_SLOTS)
+    assert (violation.code, violation.token, engine.current_step) == ("SG308", 12, 2)
+    assert "padding row 12's slot is 12" in violation.reason
+    assert violation.expected == "padding_slot_id=-1"
+
+
+@pytest.mark.parametrize("name", ENGINE_FAULTS)
+def test_the_default_settings_stop_the_fault(name):
+    """Strict mode at the default depth stops every fault of the catalogue by its rule,
+    as full depth does."""
+    engine, requests = _engine(name)
+    assert contracts.current_config().depth is contracts.Depth.ESSENTIAL
+    with contracts.checking(mode="strict"), \
+            pytest.raises(contracts.ContractViolation) as caught:
+        engine.generate(requests)
+    assert caught.value.violations[0].code == FAULTS[name].rule
 
 
 def test_unknown_fault_name_is_refused():

@@ -8,7 +8,7 @@ import torch
 from specguard import contracts
 from specguard.runner import faults
 from specguard.runner.config import ModelConfig
-from specguard.runner.drafter import Drafter, drafter_input, next_token_ids
+from specguard.runner.drafter import Drafter, draft_step_input, drafter_input, next_token_ids
 from specguard.runner.model import TinyLM
 
 MODEL = TinyLM(ModelConfig())
@@ -50,9 +50,71 @@ def test_drafter_input_shifts_ids_and_writes_next_tokens_where_it_samples():
     """Ids move left by one; each seq's newest token sits after its last accepted one."""
     model_input = _model_input([10, 11, 12, 13, 20, 21], [0, 4, 6])
     inputs = drafter_input(model_input=model_input, next_tokens=torch.tensor([90, 91]),
-                           num_rejected=torch.tensor([2, 0]), vocab_size=MODEL.vocab_size)
+                           num_rejected=torch.tensor([2, 0]), vocab_size=MODEL.vocab_size,
+                           max_seq_len=6)
     assert inputs.sample_indices.tolist() == [1, 5]
     assert inputs.input_ids.tolist() == [11, 90, 13, 20, 21, 91]
+
+
+def test_drafter_input_attends_through_each_span():
+    """The first pass's seq_lens end at each span's last position; max_seq_len is the
+    host's bound, passed through."""
+    model_input = _model_input([10, 11, 12, 13, 20, 21], [0, 4, 6])
+    inputs = drafter_input(model_input=model_input, next_tokens=torch.tensor([90, 91]),
+                           num_rejected=torch.tensor([2, 0]), vocab_size=MODEL.vocab_size,
+                           max_seq_len=9)
+    assert inputs.seq_lens is not None and inputs.seq_lens.tolist() == [4, 6]
+    assert (inputs.max_seq_len, inputs.draft_step) == (9, 0)
+
+
+def test_drafter_input_leaves_the_padding_rows_out():
+    """Padding rows of the target's stream belong to no seq: the drafter never sees them."""
+    ids = torch.tensor([10, 11, 12, 0, 0])
+    model_input = contracts.ModelInput(
+        vocab_size=MODEL.vocab_size, num_slots=64, num_tokens=5, seq_ids=torch.arange(1),
+        input_ids=ids, positions=torch.tensor([0, 1, 2, 0, 0]),
+        slot_mapping=torch.tensor([0, 1, 2, -1, -1]), query_start_loc=torch.tensor([0, 3]),
+        num_padding=2)
+    inputs = drafter_input(model_input=model_input, next_tokens=torch.tensor([90]),
+                           num_rejected=torch.tensor([0]), vocab_size=MODEL.vocab_size,
+                           max_seq_len=3)
+    assert inputs.num_tokens == 3 and inputs.input_ids.tolist() == [11, 12, 90]
+    assert inputs.seq_lens is not None and inputs.seq_lens.tolist() == [3]
+
+
+def test_each_draft_step_advances_positions_and_seq_lens_together():
+    """Step j feeds one token per seq at the sampled position + j, seq_len one past it,
+    and max_seq_len j past the first pass's."""
+    model_input = _model_input([10, 11, 12, 13, 20, 21], [0, 4, 6])
+    first = drafter_input(model_input=model_input, next_tokens=torch.tensor([90, 91]),
+                          num_rejected=torch.tensor([2, 0]), vocab_size=MODEL.vocab_size,
+                          max_seq_len=6)
+    step = draft_step_input(first, 2, torch.tensor([300, 301]))
+    assert step.positions.tolist() == [3, 7]
+    assert step.seq_lens is not None and step.seq_lens.tolist() == [4, 8]
+    assert (step.max_seq_len, step.draft_step, step.num_tokens) == (8, 2, 2)
+    assert step.input_ids.tolist() == [300, 301]
+    assert step.sample_indices.tolist() == [0, 1]
+
+
+def test_a_draft_step_with_max_seq_len_left_behind_is_stopped():
+    """max_seq_len not advanced with the step (vLLM 0.11.1's loop) is SG307 at the
+    default depth."""
+    model_input = _model_input([10, 11, 12, 13, 20, 21], [0, 4, 6])
+    first = drafter_input(model_input=model_input, next_tokens=torch.tensor([90, 91]),
+                          num_rejected=torch.tensor([0, 0]), vocab_size=MODEL.vocab_size,
+                          max_seq_len=6)
+    step = draft_step_input(first, 1, torch.tensor([300, 301]))
+    with contracts.checking(mode="strict"), \
+            pytest.raises(contracts.ContractViolation) as caught:
+        contracts.DrafterInput(**{**_fields(step), "max_seq_len": first.max_seq_len})
+    assert caught.value.codes == ("SG307",)
+    assert "seq 1 at batch position 1: seq_len is 7 at draft step 1 is longer than " \
+        "max_seq_len=6" in str(caught.value)
+
+
+def _fields(obj):
+    return {name: getattr(obj, name) for name in obj.__dataclass_fields__}
 
 
 def test_drafter_input_stops_a_sentinel_before_the_embedding():
@@ -61,7 +123,8 @@ def test_drafter_input_stops_a_sentinel_before_the_embedding():
     with contracts.checking(mode="strict", depth="full"), \
             pytest.raises(contracts.ContractViolation) as caught:
         drafter_input(model_input=model_input, next_tokens=torch.tensor([90, -1]),
-                      num_rejected=torch.tensor([0, 0]), vocab_size=MODEL.vocab_size)
+                      num_rejected=torch.tensor([0, 0]), vocab_size=MODEL.vocab_size,
+                      max_seq_len=5)
     assert caught.value.codes == ("SG301",)
     assert "seq 1 at batch position 1, token 4: input id is -1" in str(caught.value)
 
@@ -70,7 +133,8 @@ def test_proposals_are_mtp_k_valid_ids_per_seq_and_deterministic():
     """Every seq, discarded rows included, gets mtp_k in-vocabulary drafts."""
     model_input = _model_input([10, 11, 12, 20, 21], [0, 3, 5])
     inputs = drafter_input(model_input=model_input, next_tokens=torch.tensor([90, 91]),
-                           num_rejected=torch.tensor([0, 1]), vocab_size=MODEL.vocab_size)
+                           num_rejected=torch.tensor([0, 1]), vocab_size=MODEL.vocab_size,
+                           max_seq_len=5)
     hidden = torch.randn(5, MODEL.config.d_model, dtype=torch.float64,
                          generator=torch.Generator().manual_seed(0))
     drafter = Drafter(MODEL, mtp_k=3)

@@ -382,7 +382,7 @@ def _negative_position(case: Case, rng: Rng) -> Case:
 
 def _span_end(case: Case, rng: Rng) -> Case:
     (starts,) = _copy(case, "query_start_loc")
-    starts[-1] += 1
+    starts[-1] += -1 if case.values.get("num_padding") else 1  # into padding is SG309's
     return case.with_values(query_start_loc=starts)
 
 
@@ -395,9 +395,78 @@ def _span_back(case: Case, rng: Rng) -> Case:
 
 def _bad_slot(case: Case, rng: Rng) -> Case:
     (slots,) = _copy(case, "slot_mapping")
-    slots[int(rng.integers(0, slots.shape[0]))] = _pick(
-        rng, [-2, case.values["num_slots"], -(2**31)])
+    real = slots.shape[0] - (case.values.get("num_padding") or 0)  # a padding row's is SG308's
+    if real < 1:
+        reject()
+    slots[int(rng.integers(0, real))] = _pick(rng, [-2, case.values["num_slots"], -(2**31)])
     return case.with_values(slot_mapping=slots)
+
+
+def _span_end_lens(case: Case) -> np.ndarray:
+    """Each span's last position + 1: the seq_lens of a clean drafter pass."""
+    starts, positions = _copy(case, "query_start_loc", "positions")
+    return (positions[starts[1:] - 1] + 1).astype(np.int64)
+
+
+def _seq_len_behind(case: Case, rng: Rng) -> Case:
+    """One seq's seq_len not advanced with its positions (one short)."""
+    seq_lens = _span_end_lens(case)
+    seq_lens[int(rng.integers(0, seq_lens.shape[0]))] -= 1
+    return case.with_values(seq_lens=seq_lens)
+
+
+def _max_seq_len_short(case: Case, rng: Rng) -> Case:
+    """max_seq_len taken before the increment: one below the longest seq_len."""
+    seq_lens = _span_end_lens(case)
+    return case.with_values(seq_lens=seq_lens, max_seq_len=int(seq_lens.max()) - 1)
+
+
+def _padding_rows(case: Case) -> tuple[int, int]:
+    """The first padding row and the padding slot of a padded case (rejects others)."""
+    padding = case.values.get("num_padding")
+    if not padding:
+        reject()
+    pad_id = case.values.get("padding_slot_id")
+    return case.values["num_tokens"] - padding, -1 if pad_id is None else pad_id
+
+
+def _live_padding_slot(case: Case, rng: Rng) -> Case:
+    """A padding row keeps a real slot (a stale graph buffer)."""
+    first, pad_id = _padding_rows(case)
+    (slots,) = _copy(case, "slot_mapping")
+    live = [s for s in range(-1, min(case.values["num_slots"], 4)) if s != pad_id]
+    slots[int(rng.integers(first, slots.shape[0]))] = _pick(rng, live)
+    return case.with_values(slot_mapping=slots)
+
+
+def _span_into_padding(case: Case, rng: Rng) -> Case:
+    """The last seq's span runs into the padding rows."""
+    first, _ = _padding_rows(case)
+    (starts,) = _copy(case, "query_start_loc")
+    starts[-1] = first + int(rng.integers(1, case.values["num_padding"] + 1))
+    return case.with_values(query_start_loc=starts)
+
+
+def _real_row_padding_slot(case: Case, rng: Rng) -> Case:
+    """A real token given the padding slot: it writes no KV."""
+    if case.values.get("num_padding") is None:
+        reject()
+    padding = case.values["num_padding"]
+    pad_id = case.values.get("padding_slot_id")
+    (slots,) = _copy(case, "slot_mapping")
+    real = slots.shape[0] - padding
+    if real < 1:
+        reject()
+    slots[int(rng.integers(0, real))] = -1 if pad_id is None else pad_id
+    return case.with_values(slot_mapping=slots)
+
+
+def _proposed_past_k(case: Case, rng: Rng) -> Case:
+    """A proposed count outside [0, mtp_k]."""
+    ids, k = case.values["seq_ids"], case.values["mtp_k"]
+    counts = np.full(np.asarray(ids).shape[0], k, dtype=np.int64)
+    counts[int(rng.integers(0, counts.shape[0]))] = _pick(rng, [k + 1, -1, 2**40])
+    return case.with_values(num_proposed=counts)
 
 
 def _value_mutations() -> list[Mutation]:
@@ -441,6 +510,18 @@ def _value_mutations() -> list[Mutation]:
         Mutation("span offsets go back", "SG304", (ModelInput,), _span_back,
                  Needs(min_seqs=2)),
         Mutation("slot outside the KV cache", "SG305", _classes("SG305"), _bad_slot, one),
+        Mutation("seq_len not advanced with its draft step", "SG306", _classes("SG306"),
+                 _seq_len_behind, one),
+        Mutation("max_seq_len before the increment", "SG307", _classes("SG307"),
+                 _max_seq_len_short, one),
+        Mutation("padding row with a live slot", "SG308", _classes("SG308"),
+                 _live_padding_slot),
+        Mutation("span running into the padding", "SG309", _classes("SG309"),
+                 _span_into_padding, one),
+        Mutation("real row with the padding slot", "SG310", _classes("SG310"),
+                 _real_row_padding_slot, one),
+        Mutation("proposed count outside [0, mtp_k]", "SG116", _classes("SG116"),
+                 _proposed_past_k, one),
     ]
 
 

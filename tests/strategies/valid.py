@@ -256,7 +256,27 @@ def model_inputs(draw: Draw, min_seqs: int = 0, **_: int) -> Case:
         "slot_mapping": rng.integers(-1, num_slots, total), "query_start_loc": starts,
     }
     values["max_model_len"] = _model_len(draw, values["positions"])
+    values.update(_padding(draw, rng, values))
     return Case(ModelInput, values, **_layout(draw, ModelInput))
+
+
+def _padding(draw: Draw, rng: Rng, values: dict[str, Any]) -> dict[str, Any]:
+    """No padding declared, or trailing padding rows (token 0 at position 0, the padding
+    slot: -1, or a reserved slot 0) after real rows that all write KV."""
+    num_slots = values["num_slots"]
+    if not draw(st.booleans()):
+        return {"num_padding": None, "padding_slot_id": None}
+    rows = draw(st.integers(0, 6))
+    pad_id = draw(st.sampled_from((None, 0))) if num_slots > 1 else None
+    slot = -1 if pad_id is None else 0
+    real = rng.integers(slot + 1, num_slots, values["num_tokens"])
+    return {
+        "num_tokens": values["num_tokens"] + rows, "num_padding": rows,
+        "padding_slot_id": pad_id,
+        "input_ids": np.concatenate([values["input_ids"], np.zeros(rows, dtype=np.int64)]),
+        "positions": np.concatenate([values["positions"], np.zeros(rows, dtype=np.int64)]),
+        "slot_mapping": np.concatenate([real, np.full(rows, slot, dtype=np.int64)]),
+    }
 
 
 @st.composite
@@ -274,7 +294,20 @@ def drafter_inputs(draw: Draw, min_seqs: int = 0, **_: int) -> Case:
         "query_start_loc": starts, "sample_indices": picks,
     }
     values["max_model_len"] = _model_len(draw, values["positions"])
+    values.update(_attention(draw, values))
     return Case(DrafterInput, values, **_layout(draw, DrafterInput))
+
+
+def _attention(draw: Draw, values: dict[str, Any]) -> dict[str, Any]:
+    """No attention metadata, or each span's last position + 1 and a max that covers it."""
+    if not draw(st.booleans()):
+        return {"seq_lens": None, "max_seq_len": None, "draft_step": None}
+    starts = values["query_start_loc"]
+    seq_lens = values["positions"][starts[1:] - 1] + 1
+    longest = int(seq_lens.max(initial=0)) + draw(st.sampled_from((0, 1, 7)))
+    return {"seq_lens": seq_lens.astype(np.int64),
+            "max_seq_len": draw(st.sampled_from((None, longest))),
+            "draft_step": draw(st.sampled_from((None, 0, 3)))}
 
 
 @st.composite
@@ -286,6 +319,7 @@ def drafter_outputs(draw: Draw, min_seqs: int = 0, **_: int) -> Case:
         "mtp_k": mtp_k, "vocab_size": vocab,
         "seq_ids": _unique_ids(rng, n, draw(st.integers(n, INT32_MAX))),
         "draft_token_ids": rng.integers(0, vocab, (n, mtp_k)),
+        "num_proposed": rng.integers(0, mtp_k + 1, n) if draw(st.booleans()) else None,
     }
     return Case(DrafterOutput, values, **_layout(draw, DrafterOutput))
 

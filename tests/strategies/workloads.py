@@ -57,9 +57,13 @@ def engine_workloads(draw: Draw, pressure: str = "none") -> Workload:
     vocab = draw(st.sampled_from((61, 257, 2048)))
     model = ModelConfig(vocab_size=vocab, d_model=32, num_heads=2, num_layers=1, d_ff=64,
                         seed=draw(st.integers(0, 3)))
+    # "short-drafter": the drafter's context ends before the longer seqs finish.
+    drafter_limit = (draw(st.integers(shortest, longest + int(outputs.max())))
+                     if pressure == "short-drafter" else None)
     config = EngineConfig(mtp_k=mtp_k, block_size=block_size, num_blocks=num_blocks,
                           max_num_seqs=draw(st.integers(1, 12)),
-                          max_num_batched_tokens=budget, model=model)
+                          max_num_batched_tokens=budget, model=model,
+                          drafter_max_model_len=drafter_limit)
     requests = tuple(Request(i, rng.integers(0, vocab, int(p)).astype(np.int64), int(m))
                      for i, (p, m) in enumerate(zip(prompts, outputs, strict=True)))
     return Workload(config, requests)

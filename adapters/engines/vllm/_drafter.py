@@ -16,7 +16,7 @@ import numpy as np
 from specguard.contracts import Finding, report
 from specguard.contracts.ops import arange_like
 
-__all__ = ["drafter_fields", "span_ends"]
+__all__ = ["attention_fields", "drafter_fields", "span_ends"]
 
 
 def drafter_fields(*, vocab_size: int, target_token_ids: Any, target_positions: Any,
@@ -40,6 +40,21 @@ def drafter_fields(*, vocab_size: int, target_token_ids: Any, target_positions: 
         "positions": target_positions, "query_start_loc": query_start_loc,
         "sample_indices": last_token_indices,
     }
+
+
+def attention_fields(common_attn_metadata: Any) -> dict[str, Any]:
+    """The first pass's attention metadata, as ``propose`` hands it to the drafter's
+    attention builder (``build_for_drafting(common_attn_metadata, draft_index=0)``):
+    ``seq_lens`` and ``max_seq_len``, when the metadata has them. Nothing is read from
+    a device: the contract compares them there."""
+    seq_lens = getattr(common_attn_metadata, "seq_lens", None)
+    if seq_lens is None or not _is_vector(seq_lens):
+        return {}
+    fields: dict[str, Any] = {"seq_lens": seq_lens, "draft_step": 0}
+    longest = getattr(common_attn_metadata, "max_seq_len", None)
+    if isinstance(longest, int) and not isinstance(longest, bool):
+        fields["max_seq_len"] = longest
+    return fields
 
 
 def span_ends(query_start_loc: Any) -> Any:

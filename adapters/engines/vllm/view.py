@@ -35,7 +35,7 @@ import numpy as np
 from specguard.adapters._build import build
 from specguard.adapters._host import host_array
 from specguard.adapters._step_rules import VERIFY, VerifyRows, runs
-from specguard.adapters.engines.vllm._drafter import drafter_fields
+from specguard.adapters.engines.vllm._drafter import attention_fields, drafter_fields
 from specguard.adapters.engines.vllm._drafts import dense_drafts, draft_tokens, listed_rows
 from specguard.adapters.engines.vllm._readers import (
     batch_order,
@@ -317,6 +317,7 @@ class VllmView:
             target_positions=target_positions, next_token_ids=next_token_ids,
             last_token_indices=last_token_indices,
             query_start_loc=getattr(common_attn_metadata, "query_start_loc", None))
+        fields.update(attention_fields(common_attn_metadata))
         return build(DrafterInput, fields, names=step.req_ids)
 
     def _stable_ids(self, order: tuple[str, ...]) -> np.ndarray:
