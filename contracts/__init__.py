@@ -41,6 +41,7 @@ from specguard.contracts._core._config import restore as restore_config
 from specguard.contracts._core._contract import BoundaryObject as BoundaryObject
 from specguard.contracts._core._contract import boundary_classes as boundary_classes
 from specguard.contracts._core._contract import boundary_object as boundary_object
+from specguard.contracts._core._contract import compile_checks as compile_checks
 from specguard.contracts._core._deferred import flush_deferred as flush_deferred
 from specguard.contracts._core._deferred import pending_count as pending_deferred
 from specguard.contracts._core._delivery import Delivery as Delivery
@@ -124,6 +125,7 @@ __all__ = [
     "boundary_classes",
     "boundary_object",
     "checking",
+    "compile_checks",
     "configure",
     "current_config",
     "describe",

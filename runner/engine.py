@@ -103,6 +103,8 @@ class Engine:
         self.violation_step: int | None = None
         """The step whose data broke a contract, once one has (strict mode)."""
         self._checking_step: int | None = None
+        if contracts.current_config().mode is not contracts.Mode.OFF:
+            contracts.compile_checks()  # at start-up, not inside the first steps
 
     def check(self, requests: Sequence[Request]) -> None:
         """ValueError naming the first request this engine could never serve."""

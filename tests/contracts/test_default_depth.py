@@ -133,3 +133,20 @@ def test_the_hand_over_rules_catch_their_example_by_default(code):
     with pytest.raises(contracts.ContractViolation) as caught:
         example.build()
     assert caught.value.codes == (code,)
+
+
+def test_compile_checks_generates_every_class_check_once_and_then_nothing():
+    """At start-up an engine compiles every metadata check, so its first steps do not;
+    a second call finds nothing left, and validation then uses the compiled checks."""
+    from specguard.contracts._core._contract import BoundaryObject, boundary_object
+
+    @boundary_object(contracts.Boundary.SCHEDULE)
+    class CompiledAtStartUp(BoundaryObject):
+        mtp_k: int
+
+    plan: Any = CompiledAtStartUp.__sg_plan__  # type: ignore[attr-defined]
+    assert getattr(plan.fast_check, "__sg_stand_in__", False)
+    assert contracts.compile_checks() >= 1
+    assert not getattr(plan.fast_check, "__sg_stand_in__", False)
+    assert contracts.compile_checks() == 0
+    assert CompiledAtStartUp(mtp_k=2).mtp_k == 2
