@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import cast
+from typing import Any, cast
 
 import numpy as np
 
 from specguard.adapters._host import host_array
 from specguard.contracts import ScheduledBatch
 
-__all__ = ["UNKNOWN", "IdLookup", "StepLinks", "StepPlan", "rows_in"]
+__all__ = ["UNKNOWN", "IdLookup", "StepLinks", "StepPlan", "is_integer", "rows_in"]
 
 #: A row, position or count that is not known (not in the previous forward, not verified).
 UNKNOWN = -1
@@ -71,11 +71,11 @@ class StepPlan:
                   self.num_drafts)
         before = self.num_before_drafts
         if before is not None and (before.shape != (decode,)
-                                   or not np.issubdtype(before.dtype, np.integer)):
+                                   or not is_integer(before.dtype)):
             return False
         return (
             type(self.mtp_k) is int and self.mtp_k >= 1
-            and all(np.issubdtype(a.dtype, np.integer) for a in arrays)
+            and all(is_integer(a.dtype) for a in arrays)
             and self.draft_token_ids.shape == (decode, self.mtp_k)
             and self.num_drafts.shape == (decode,)
         )
@@ -104,6 +104,14 @@ class StepLinks:
         return self.prev_rows[self.prev_rows >= 0]
 
 
+def is_integer(dtype: Any) -> bool:
+    """``np.issubdtype(dtype, np.integer)``; a numpy dtype answers by its kind, without
+    the walk of numpy's type hierarchy."""
+    if isinstance(dtype, np.dtype):
+        return dtype.kind in ("i", "u")
+    return bool(np.issubdtype(dtype, np.integer))
+
+
 def rows_in(reference: np.ndarray, ids: np.ndarray) -> np.ndarray:
     """For each id, its index in ``reference`` (the first, when repeated) or -1:
     O(n log n), no Python loop."""
@@ -120,11 +128,17 @@ class IdLookup:
 
     __slots__ = ("_distinct", "_order", "_ordered", "reference")
 
-    def __init__(self, reference: np.ndarray) -> None:
+    def __init__(self, reference: np.ndarray, *, like: IdLookup | None = None) -> None:
+        """``like`` is the lookup of another step: when it holds the very same ids in
+        the same order (a steady batch, step after step), its sort is this one's too."""
         self.reference = reference
         self._order: np.ndarray | None = None
         self._ordered = reference
         self._distinct = False
+        if like is not None and like._order is not None \
+                and np.array_equal(like.reference, reference):
+            self._order, self._ordered, self._distinct = like._order, like._ordered, \
+                like._distinct
 
     def rows(self, ids: np.ndarray) -> np.ndarray:
         """For each id, its index in the reference (the first, when repeated) or -1."""

@@ -47,7 +47,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import repeat
-from operator import attrgetter
+from operator import attrgetter, countOf
 from typing import Any, overload
 
 import numpy as np
@@ -124,6 +124,10 @@ class SglangView:
         self._order: tuple[str, ...] | None = None  # the last batch's rids, and their ids
         self._numbers = np.zeros(0, dtype=np.int64)
         self._last: dict[int, int] = {}  # tracker id -> the token the request was last given
+        self._last_version = 0  # counts the changes of ``_last``
+        self._raw: tuple[Any, ...] | None = None  # the last batch's rids as read, all str
+        # The last decode entry's expected ids, for its tracker ids and ``_last_version``.
+        self._expected: tuple[np.ndarray, int, np.ndarray] | None = None
 
     # -- the hand-overs --------------------------------------------------------------
 
@@ -131,7 +135,7 @@ class SglangView:
         """``forward_batch_generation(batch)`` on entry: a prefill batch as the target
         embeds it, a decode batch's draft input against its requests. Returns the
         checked object (None for another forward mode: an ``IDLE`` batch has no rows)."""
-        req_ids = _req_ids(batch)
+        req_ids = self._req_ids(batch)
         mode = _mode(batch)
         ids = self._tracker_ids(req_ids)
         if mode == "EXTEND":
@@ -142,7 +146,7 @@ class SglangView:
 
     def drafted(self, batch: Any, verify_input: Any) -> SglangStep:
         """``draft(batch)`` on return: the ``EagleVerifyInput`` against the batch."""
-        req_ids = _req_ids(batch)
+        req_ids = self._req_ids(batch)
         ids = self._tracker_ids(req_ids)
         size = len(req_ids)
         spec = getattr(batch, "spec_info", None)
@@ -176,7 +180,7 @@ class SglangView:
                  model_worker_batch: Any = None) -> SglangStep:
         """``verify(batch, spec_info)`` on return: the ``EagleVerifyOutput`` against the
         batch it verified, and the target's verify forward (``model_worker_batch``)."""
-        req_ids = _req_ids(batch)
+        req_ids = self._req_ids(batch)
         step = self.step if self.step is not None and self.step.req_ids == req_ids \
             else SglangStep(req_ids, self._tracker_ids(req_ids))
         self.step = step
@@ -222,7 +226,7 @@ class SglangView:
         """``forward_draft_extend(batch, hidden_states, next_token_ids, ...)`` on return:
         the prefill's ids shifted left by one with each request's sampled token last,
         as the draft model embedded them."""
-        req_ids = _req_ids(batch)
+        req_ids = self._req_ids(batch)
         ids = self._tracker_ids(req_ids)
         extend = _int_vector(_read(batch, "extend_lens"))
         prefix = _int_vector(_read(batch, "prefix_lens"))
@@ -322,8 +326,7 @@ class SglangView:
                 for owner, name in zip(owners, DRAFT_INPUT_PARTS, strict=True)}
         topk_index = getattr(spec, "topk_index", None)
         verified = getattr(spec, "verified_id", None)
-        expected = np.fromiter(map(self._last.get, ids.tolist(), repeat(-1)),
-                               dtype=np.int64, count=ids.shape[0])
+        expected = self._expected_ids(ids)
         return build(SglangDraftInput, {
             "topk": self.topk,
             "topk_width": topk_index.shape[1]
@@ -368,15 +371,47 @@ class SglangView:
 
     # -- request ids and what the view remembers of them ------------------------------
 
+    def _req_ids(self, batch: Any) -> tuple[str, ...]:
+        """``rid`` of each request of ``batch.reqs``. The same rids again (every decode
+        step of a steady batch) are the last batch's tuple: one tuple comparison instead
+        of checking each rid's type again."""
+        reqs = _read(batch, "reqs")
+        if not isinstance(reqs, list | tuple):
+            return ()
+        try:
+            rids: tuple[Any, ...] = tuple(map(_RID, reqs))
+        except AttributeError:
+            return _as_names(tuple(getattr(req, "rid", position)
+                                   for position, req in enumerate(reqs)))
+        raw = self._raw
+        if raw is not None and rids == raw:
+            return raw
+        names = _as_names(rids)
+        self._raw = names if names is rids else None
+        return names
+
+    def _expected_ids(self, ids: np.ndarray) -> np.ndarray:
+        """The token each request was last given (``-1`` where none is known), by tracker
+        id. Kept while neither the batch's ids nor what the view remembers change: a
+        steady decode batch scheduled again reads no request one by one."""
+        cached = self._expected
+        if cached is not None and cached[0] is ids and cached[1] == self._last_version:
+            return cached[2]
+        expected = np.fromiter(map(self._last.get, ids.tolist(), repeat(-1)),
+                               dtype=np.int64, count=ids.shape[0])
+        self._expected = (ids, self._last_version, expected)
+        return expected
+
     def _tracker_ids(self, req_ids: tuple[str, ...]) -> np.ndarray:
         """A stable integer per ``rid``, for as long as the request runs. The same batch
         again (every decode step of a steady batch) costs one tuple comparison."""
-        if req_ids == self._order:
+        if req_ids is self._order or req_ids == self._order:
             return self._numbers
         if len(self._ids) > _MAX_REQUESTS:
             self._ids.clear()
             self._names.clear()
             self._last.clear()
+            self._last_version += 1
             if self.tracker is not None:
                 self.tracker.reset()
         numbers = np.fromiter(map(self._ids.get, req_ids, repeat(-1)), dtype=np.int64,
@@ -394,10 +429,12 @@ class SglangView:
 
     def _remember(self, ids: np.ndarray, tokens: np.ndarray) -> None:
         self._last.update(zip(ids.tolist(), tokens.astype(np.int64).tolist(), strict=True))
+        self._last_version += 1
 
     def _forget(self, ids: np.ndarray) -> None:
         for number in ids.tolist():
             self._last.pop(number, None)
+        self._last_version += 1
 
     def _retire(self, rid: str) -> None:
         self._order = None
@@ -405,6 +442,7 @@ class SglangView:
         if number is not None:
             self._last.pop(number, None)
             self._names.pop(number, None)
+            self._last_version += 1
 
 
 class _TrackedNames(Sequence[str]):
@@ -440,16 +478,10 @@ def _read(obj: Any, name: str) -> Any:
 _RID = attrgetter("rid")
 
 
-def _req_ids(batch: Any) -> tuple[str, ...]:
-    """``rid`` of each request of ``batch.reqs`` (one C-level pass for SGLang's strings)."""
-    reqs = _read(batch, "reqs")
-    if not isinstance(reqs, list | tuple):
-        return ()
-    try:
-        rids: tuple[Any, ...] = tuple(map(_RID, reqs))
-    except AttributeError:
-        rids = tuple(getattr(req, "rid", position) for position, req in enumerate(reqs))
-    return rids if set(map(type, rids)) <= {str} else tuple(map(str, rids))
+def _as_names(rids: tuple[Any, ...]) -> tuple[str, ...]:
+    """``rids`` as they are when all are strings (SGLang's; one C-level pass), else each
+    as ``str``."""
+    return rids if countOf(map(type, rids), str) == len(rids) else tuple(map(str, rids))
 
 
 def _mode(batch: Any) -> str | None:

@@ -364,7 +364,8 @@ class VllmView:
         scheduled = counts_of(in_order(counts, order), order)
         return StepPlan(
             mtp_k=self.mtp_k, seq_ids=step.tracker_ids, is_decode=decode,
-            starts=computed_tokens(output, order, unique=self._order == order),
+            starts=computed_tokens(output, order,
+                                   unique=self._order is order or self._order == order),
             num_scheduled=scheduled,
             draft_token_ids=np.zeros((num_decode, self.mtp_k), dtype=np.int64),
             num_drafts=np.minimum(before, self.mtp_k),
@@ -389,7 +390,8 @@ class VllmView:
         return StepPlan(
             mtp_k=self.mtp_k, seq_ids=step.tracker_ids,
             is_decode=step.num_draft_tokens > 0,
-            starts=computed_tokens(output, step.req_ids, unique=self._order == step.req_ids),
+            starts=computed_tokens(output, step.req_ids, unique=self._order is step.req_ids
+                                   or self._order == step.req_ids),
             num_scheduled=step.num_scheduled, draft_token_ids=rows, num_drafts=counts,
             draft_placeholder=PLACEHOLDER if refills else None,
             num_before_drafts=np.maximum(step.num_scheduled[decode] - listed, 0))
@@ -424,7 +426,10 @@ def _real_counts(step: VllmStep) -> np.ndarray:
     ids, real = host_array(rows.seq_ids), host_array(rows.num_drafts)
     if ids is not None and real is not None and ids.shape == real.shape:
         inside = (ids >= 0) & (ids < counts.shape[0])
-        counts[ids[inside]] = real[inside]
+        if inside.all():  # every row of the batch's own (boolean selection costs more)
+            counts[ids] = real
+        else:
+            counts[ids[inside]] = real[inside]
     result: np.ndarray = np.minimum(counts, step.num_draft_tokens)
     return result
 
