@@ -14,6 +14,8 @@ another.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from specguard.contracts._boundaries._backend_neutral import host_value, value_text
@@ -115,21 +117,36 @@ def _rows_of_requests(rows: LogitsRows, values: ValueChecks) -> Finding | None:
         f"its rows {host_value(starts, i)}..{host_value(ends, i)} run past the "
         f"{rows.num_rows} rows of the data", "row_starts", position=i,
         expected=f"rows within [0, num_rows={rows.num_rows})"))
-    if found or array_kind(starts) == "torch":
+    if found:
         return found
-    return _overlap(np.asarray(starts), np.asarray(ends), np.asarray(covered))
+    return _overlap(starts, ends, covered, values)
 
 
-def _overlap(starts: np.ndarray, ends: np.ndarray, covered: np.ndarray) -> Finding | None:
-    """The first request whose rows begin inside another request's rows (host only)."""
-    at = np.flatnonzero(covered)
-    if at.size < 2:
+def _overlap(starts: Any, ends: Any, covered: Any, values: ValueChecks) -> Finding | None:
+    """The first request whose rows begin inside another request's rows: in order of
+    their first rows, each covered request starts where the one before it ends, or
+    after (uncovered requests sort last, out of the way)."""
+    count = starts.shape[0]
+    if count < 2:
         return None
-    order = at[np.argsort(starts[at], kind="stable")]
-    clash = np.flatnonzero(starts[order[1:]] < ends[order[:-1]])
-    if clash.size == 0:
-        return None
-    first, second = int(order[clash[0]]), int(order[clash[0] + 1])
-    return Finding(f"its rows start at {int(starts[second])}, inside the rows "
-                   f"{int(starts[first])}..{int(ends[first])} of batch position {first}",
-                   "row_starts", position=second, expected="rows of its own")
+    past = ends.max() + 1 if count else 0
+    if array_kind(starts) == "torch":
+        import torch
+
+        order = torch.argsort(torch.where(covered, starts, past), stable=True)
+    else:
+        order = np.argsort(np.where(covered, starts, past), kind="stable")
+    first, second = order[:-1], order[1:]
+    clash = covered[first] & covered[second] & (starts[second] < ends[first])
+
+    def explain(i: int) -> Finding:
+        before, at = host_value(order, i), host_value(order, i + 1)
+        if before is None or at is None:
+            return Finding("two requests share rows of the data", "row_starts",
+                           expected="rows of their own")
+        return Finding(f"its rows start at {host_value(starts, at)}, inside the rows "
+                       f"{host_value(starts, before)}..{host_value(ends, before)} of batch "
+                       f"position {before}", "row_starts", position=at,
+                       expected="rows of its own")
+
+    return values.any_true(clash, explain)

@@ -135,16 +135,22 @@ def _nothing_after_stop(out: RequestOutput, values: ValueChecks) -> Finding | No
     what follows it is not output, and a client streaming it shows text the model never
     meant to write."""
     tokens, width = out.token_ids, out.token_ids.shape[1]
-    before_last = _columns(out) < (out.num_emitted[:, None] - 1)
-    stop_then_more = _stops(out) & before_last
+    if width == 0:
+        return None
+    # The tokens the row really gives: a count past them, or a -1 among them, is SG401's.
+    columns = _columns(out)
+    real = _emitted(out) & (tokens >= 0)
+    marks = real * (columns + 1)
+    last = marks.amax(dim=1) if array_kind(tokens) == "torch" else marks.max(axis=1)
+    stop_then_more = _stops(out) & real & (columns + 1 < last[:, None])
 
     def explain(i: int) -> Finding:
         row, col = row_col(i, width)
-        after = (host_value(out.num_emitted, row) or 0) - col - 1
+        after = (host_value(last, row) or 0) - col - 1
         follow = "token follows" if after == 1 else "tokens follow"
         return Finding(f"column {col} is stop id{number_text(tokens, i)}, and {after} more "
-                       f"{follow} it", "token_ids",
-                       position=row, expected=f"nothing after column {col}")
+                       f"{follow} it", "token_ids", position=row,
+                       expected=f"nothing after column {col}")
 
     return values.any_true(stop_then_more, explain)
 

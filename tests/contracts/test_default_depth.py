@@ -14,6 +14,7 @@ import pytest
 from contract_builders import build
 
 from specguard import contracts
+from specguard.contracts import examples
 from specguard.contracts._core._config import from_environ
 
 
@@ -24,12 +25,18 @@ def test_the_default_depth_is_essential():
     assert from_environ({"SPECGUARD_DEPTH": "Essential"}).depth is contracts.Depth.ESSENTIAL
 
 
+#: The value rules of the logits rows, the request output and the per-rank token counts:
+#: hand-overs with no other check, each a pass or two over a few small arrays.
+HAND_OVER_RULES = {"SG306", "SG307", "SG401", "SG402", "SG403", "SG404", "SG708", "SG709"}
+
+
 def test_the_essential_rules_are_the_seed_rules():
-    """Exactly the embedding-id rule (with its Model Runner V2 form, SG628) and the
-    draft-row owner rule run by default."""
+    """Exactly the embedding-id rule (with its Model Runner V2 form, SG628), the
+    draft-row owner rule and the rules of the hand-overs nothing else checks run by
+    default."""
     essential = {code for code, rule in contracts.REGISTRY.items()
                  if rule.depth is contracts.Depth.ESSENTIAL}
-    assert essential == {"SG108", "SG115", "SG301", "SG628"}
+    assert essential == {"SG108", "SG115", "SG301", "SG628"} | HAND_OVER_RULES
     assert all(contracts.REGISTRY[code].check is not None for code in essential)
 
 
@@ -43,6 +50,18 @@ def test_a_minus_one_draft_is_caught_by_default():
         build(contracts.ScheduledBatch, **bad)
     assert caught.value.codes == ("SG108",)
     assert caught.value.violations[0].position == 2  # decode row 1, after the two prefills
+
+
+@pytest.mark.parametrize("code", sorted(HAND_OVER_RULES))
+def test_the_hand_over_rules_catch_their_examples_by_default(code):
+    """Each rule of the three hand-overs stops its catalogue example at the default
+    settings, and none of them reads a value at metadata depth."""
+    example = examples.EXAMPLES[code]
+    with contracts.checking(depth="metadata"):
+        example.build()
+    with pytest.raises(contracts.ContractViolation) as caught:
+        example.build()
+    assert caught.value.codes == (code,)
 
 
 def test_full_depth_rules_wait_for_full():
