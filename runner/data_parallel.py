@@ -253,7 +253,8 @@ class RankJob:
         rank numbers its share from 0)."""
         share = list(self.requests[rank::self.world])
         if self.fault == faults.RANK_LOCAL_SEQ_IDS and rank == self.world - 1:
-            return [Request(i, r.prompt, r.max_tokens) for i, r in enumerate(share)]
+            return [Request(i, r.prompt, r.max_tokens, r.stop_token_ids)
+                    for i, r in enumerate(share)]
         return share
 
     def fault_of(self, rank: int) -> str | None:

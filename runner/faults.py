@@ -31,6 +31,7 @@ __all__ = [
     "SENTINEL_TO_EMBEDDING",
     "SKIPPED_REJECTION_ROLLBACK",
     "STALE_DRAFTS",
+    "UNTRIMMED_OUTPUT",
     "WRONG_DRAFT_WIDTH",
     "Fault",
 ]
@@ -72,6 +73,7 @@ WRONG_DRAFT_WIDTH = "wrong-draft-width"
 SENTINEL_IN_TARGET_INPUT = "sentinel-in-target-input"
 SKIPPED_REJECTION_ROLLBACK = "skipped-rejection-rollback"
 STALE_DRAFTS = "stale-drafts"
+UNTRIMMED_OUTPUT = "untrimmed-output"
 RANK_MTP_K = "rank-mtp-k"
 RANK_LOCAL_PADDING = "rank-local-padding"
 RANK_LOCAL_SEQ_IDS = "rank-local-seq-ids"
@@ -139,6 +141,18 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
           # A seq whose prefill just ended has an empty host row (SG607: none of its
           # proposal verified); one further along carries its older drafts (SG602).
           also=("SG602",)),
+    Fault(UNTRIMMED_OUTPUT,
+          "every verified token is given to its request, past its stop id and its limit",
+          ("request_output.given_tokens",),
+          "SGLang #31599 / #33758: a multi-token accept run was given whole, so tokens "
+          "after an accepted stop leaked and a run crossing max_new_tokens overshot it; "
+          "transformers #47912: assisted/MTP decoding generated past a mid-block EOS",
+          "SG403", "RequestOutput",
+          "finishes; requests are given more tokens than max_tokens, and tokens after "
+          "their stop id, so the outputs differ from plain greedy decoding",
+          # A stop id mid-row shows first as a token after it; one that ends the row
+          # leaves the request running.
+          also=("SG402", "SG404")),
     Fault(RANK_MTP_K,
           "one data-parallel rank drafts one token fewer (more, at mtp_k 1) than the others",
           ("RankJob.config_of",),

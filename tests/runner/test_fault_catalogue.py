@@ -32,6 +32,7 @@ WORKLOADS = {
     faults.SENTINEL_IN_TARGET_INPUT: chunk_boundary,
     faults.SKIPPED_REJECTION_ROLLBACK: chunk_boundary,
     faults.STALE_DRAFTS: chunk_boundary,
+    faults.UNTRIMMED_OUTPUT: chunk_boundary,
 }
 
 #: The engine finishes and its tokens differ from greedy decoding.
@@ -49,6 +50,7 @@ UNGUARDED = {
     faults.SENTINEL_IN_TARGET_INPUT: (IndexError, "index out of range in self"),
     faults.SKIPPED_REJECTION_ROLLBACK: DIVERGES,
     faults.STALE_DRAFTS: SLOWER,
+    faults.UNTRIMMED_OUTPUT: DIVERGES,
 }
 
 
@@ -247,10 +249,11 @@ def test_unknown_fault_name_is_refused():
 
 def test_faults_are_injected_in_engine_code_not_in_objects():
     """Each fault's sites name scheduler, runner or drafter functions that exist."""
-    from specguard.runner import data_parallel, drafter, model_runner, scheduler
+    from specguard.runner import data_parallel, drafter, model_runner, request_output, scheduler
 
     owners = {"Scheduler": scheduler.Scheduler,
               "ModelRunner": model_runner.ModelRunner, "drafter": drafter,
+              "request_output": request_output,
               "RankEngine": data_parallel.RankEngine, "RankJob": data_parallel.RankJob}
     for fault in FAULTS.values():
         for site in fault.sites:
