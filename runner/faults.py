@@ -8,7 +8,7 @@ drafts that are almost never accepted); with strict contracts at full depth it s
 the boundary the bad data crosses first, with a violation naming the rule, the seq and
 its batch position. Two of them break no rule of any single object: only the relation
 between consecutive steps (SG6xx, checked by the engine's step tracker) shows them.
-Three more only show across data-parallel ranks (``specguard run --dp N``, injected on
+Four more only show across data-parallel ranks (``specguard run --dp N``, injected on
 the last rank): each rank is consistent on its own, but the ranks disagree (SG7xx,
 checked on every rank from one gathered row of metadata per step).
 
@@ -27,6 +27,7 @@ __all__ = [
     "RANK_LOCAL_PADDING",
     "RANK_LOCAL_SEQ_IDS",
     "RANK_MTP_K",
+    "RANK_STALE_TOKEN_COUNTS",
     "SENTINEL_IN_TARGET_INPUT",
     "SENTINEL_TO_EMBEDDING",
     "SKIPPED_REJECTION_ROLLBACK",
@@ -77,6 +78,7 @@ UNTRIMMED_OUTPUT = "untrimmed-output"
 RANK_MTP_K = "rank-mtp-k"
 RANK_LOCAL_PADDING = "rank-local-padding"
 RANK_LOCAL_SEQ_IDS = "rank-local-seq-ids"
+RANK_STALE_TOKEN_COUNTS = "rank-stale-token-counts"
 
 FAULTS: dict[str, Fault] = {f.name: f for f in (
     Fault(COMPACT_DRAFT_ROWS,
@@ -180,6 +182,16 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
           "finishes; outputs are merged by seq id, so one rank's tokens overwrite "
           "another's and differ from plain greedy decoding",
           across_ranks=True),
+    Fault(RANK_STALE_TOKEN_COUNTS,
+          "one data-parallel rank sizes its step from the token counts of its previous step",
+          ("RankEngine._tokens_across_ranks",),
+          "vLLM #35294: the speculator kept a num_tokens_across_dp of its own instead of the "
+          "counts the ranks agreed for the forward, and the DP group hung",
+          "SG708", "TokensAcrossRanks",
+          "crashes: the rank pads to a size the others did not agree on and the step's "
+          "all-gather fails (gloo aborts a rank; NCCL hangs until its watchdog)",
+          # Where its own count did not change, its copy still differs from the others'.
+          also=("SG710",), across_ranks=True),
 )}
 
 
