@@ -148,15 +148,16 @@ def drafter_output(**changes: Any) -> sg.DrafterOutput:
 
 
 def logits_rows(**changes: Any) -> sg.LogitsRows:
-    # The clean batch's decode seqs with 3, 3 and 0 drafts, and its prefill seq: 10 logits
-    # rows in all. Seqs 11 and 13 follow a grammar; the bitmask holds their rows, 13's first.
+    # The clean batch's logits: three decode seqs scheduled 3 drafts each (seq 13's are
+    # placeholders, verified all the same) and the prefill seq: 13 rows. Seqs 11 and 13
+    # follow a grammar; its bitmask holds 13's four rows first, then 11's.
     fields: dict[str, Any] = {
-        "num_logits": 10,
-        "num_rows": 5,
+        "num_logits": 13,
+        "num_rows": 8,
         "seq_ids": _ids(11, 12, 13, 14),
-        "num_drafts": _ids(3, 3, 0, 0),
-        "row_starts": _ids(1, -1, 0, -1),
-        "row_counts": _ids(4, 0, 1, 0),
+        "num_drafts": _ids(3, 3, 3, 0),
+        "row_starts": _ids(4, -1, 0, -1),
+        "row_counts": _ids(4, 0, 4, 0),
     }
     return sg.LogitsRows(**{**fields, **changes})
 
@@ -165,6 +166,7 @@ def request_output(**changes: Any) -> sg.RequestOutput:
     # The clean verify rows as delivered: seq 11 accepted everything, seq 12 stops at its
     # end-of-sequence id 555 and is finished, seq 13 reaches its limit of 8 tokens.
     fields: dict[str, Any] = {
+        "vocab_size": _VOCAB,
         "seq_ids": _ids(11, 12, 13),
         "token_ids": _ids([101, 102, 103, 104], [105, 555, -1, -1], [777, -1, -1, -1]),
         "num_emitted": _ids(4, 2, 1),
@@ -310,7 +312,7 @@ _EXAMPLES = (
     Example("SG306", "logits laid out with one row per request, as if nothing were drafted",
             lambda: logits_rows(num_logits=4)),
     Example("SG307", "a bitmask laid out with two drafts for seq 11, which the runner "
-            "schedules three", lambda: logits_rows(row_counts=_ids(3, 0, 1, 0))),
+            "schedules three", lambda: logits_rows(row_counts=_ids(3, 0, 4, 0))),
     Example("SG401", "an emitted count one past the tokens in the row",
             lambda: request_output(num_emitted=_ids(4, 3, 1))),
     Example("SG402", "seq 12 given the token its drafts had after its end-of-sequence id",

@@ -35,7 +35,8 @@ class GivenTokens:
 
 def given_tokens(
     *, seq_ids: np.ndarray, token_ids: np.ndarray, num_generated: np.ndarray,
-    max_tokens: np.ndarray, stop_token_ids: np.ndarray, fault: str | None = None,
+    max_tokens: np.ndarray, stop_token_ids: np.ndarray, vocab_size: int,
+    fault: str | None = None,
 ) -> GivenTokens:
     """Trim each row of a forward (``token_ids``, ``-1`` padded) to what its request is
     given: through its first stop id (``stop_token_ids``, ``-1`` padded per row), within
@@ -62,7 +63,7 @@ def given_tokens(
         given = np.minimum(np.minimum(counts, room), stops_at)
         finished = (given > 0) & ((given == stops_at) | (num_generated + given >= max_tokens))
     rows = np.where(columns[None, :] < given[:, None], token_ids, contracts.PLACEHOLDER)
-    CLOCK.build(contracts.RequestOutput, seq_ids=seq_ids, token_ids=rows,
+    CLOCK.build(contracts.RequestOutput, vocab_size=vocab_size, seq_ids=seq_ids, token_ids=rows,
                 num_emitted=given, num_generated=num_generated, max_new_tokens=max_tokens,
                 stop_token_ids=stop_token_ids, finished=finished)
     return GivenTokens(given, finished)

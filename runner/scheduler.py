@@ -327,7 +327,7 @@ class Scheduler:
             seq_ids=result.seq_ids[at], token_ids=result.token_ids[at],
             num_generated=np.array([seq.num_output for seq in live], dtype=_IDS),
             max_tokens=limits[arrivals], stop_token_ids=stops[arrivals],
-            fault=self.fault)
+            vocab_size=self.vocab_size, fault=self.fault)
         for seq, row, count, done in zip(live, rows, given.num_given.tolist(),
                                          given.finished.tolist(), strict=True):
             if seq.status is Status.FINISHED:

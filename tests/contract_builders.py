@@ -90,6 +90,7 @@ _LOGITS_ROWS: dict[str, Any] = {
 }
 # Seq 42 stops at its end-of-sequence id 2; seq 44 reaches its limit of 4.
 _REQUEST_OUTPUT: dict[str, Any] = {
+    "vocab_size": 32,
     "seq_ids": np.array([40, 42, 44]),
     "token_ids": np.array([[5, 6, 9], [7, 2, -1], [3, -1, -1]]),
     "num_emitted": np.array([3, 2, 1]),

@@ -112,6 +112,11 @@ def _rows_of_requests(rows: LogitsRows, values: ValueChecks) -> Finding | None:
         "row_counts", position=i, expected="1 + num_drafts"))
     if found:
         return found
+    found = values.any_true(~covered & (counts != 0), lambda i: Finding(
+        f"the data holds {host_value(counts, i)} rows for it but no first row",
+        "row_counts", position=i, expected="0 rows for a request the data does not cover"))
+    if found:
+        return found
     ends = starts + counts
     found = values.any_true(covered & (ends > rows.num_rows), lambda i: Finding(
         f"its rows {host_value(starts, i)}..{host_value(ends, i)} run past the "

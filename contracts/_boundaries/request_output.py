@@ -27,7 +27,7 @@ from specguard.contracts._core._arrays import array_kind
 from specguard.contracts._core._config import Depth
 from specguard.contracts._core._contract import BoundaryObject, boundary_object
 from specguard.contracts._core._registry import Boundary, rule
-from specguard.contracts._core._values import ValueChecks
+from specguard.contracts._core._values import ValueChecks, scalar_mask
 from specguard.contracts._core._violation import Finding
 
 __all__ = ["RequestOutput"]
@@ -36,7 +36,7 @@ __all__ = ["RequestOutput"]
 _NONE = -1
 
 
-@boundary_object(Boundary.OUTPUT)
+@boundary_object(Boundary.OUTPUT, minimums={"vocab_size": 1})
 class RequestOutput(BoundaryObject):
     """The tokens each request is given this step, ``(num_seqs, width)`` left-packed rows.
 
@@ -46,6 +46,8 @@ class RequestOutput(BoundaryObject):
     nothing past ``max_new_tokens``, and a request that got there marked finished.
     """
 
+    vocab_size: int
+    """Vocabulary size: every token given, and every stop id, is in ``[0, vocab_size)``."""
     seq_ids: Index[Array, "num_seqs"]
     """The requests given tokens this step, in the order they are delivered."""
     token_ids: Index[Array, "num_seqs width"]
@@ -89,16 +91,17 @@ def _emitted(out: RequestOutput) -> Any:
     return _columns(out) < out.num_emitted[:, None]
 
 
-@rule("SG401", "output rows are the emitted tokens, then -1",
+@rule("SG401", "output rows are the emitted vocabulary ids, then -1",
       boundary=Boundary.OUTPUT, applies_to=_OUTPUT,
-      fields={"token_ids", "num_emitted", "num_generated"},
+      fields={"token_ids", "num_emitted", "num_generated", "stop_token_ids", "vocab_size"},
       bug="SGLang #39826: the accepted block was counted before the stop trim, so usage "
       "counted tokens the output no longer held.", depth=Depth.ESSENTIAL)
 def _layout(out: RequestOutput, values: ValueChecks) -> Finding | None:
     """Detokenizers, usage counts and streaming deltas take a row's first
-    ``num_emitted`` tokens and trust that they are real ids; a count outside the row, a
-    ``-1`` among them, or a token left behind them means the count and the tokens
-    disagree about what the request was given."""
+    ``num_emitted`` tokens and trust that they are real ids; a count outside the row, an
+    id outside the vocabulary among them, or a token left behind them means the count and
+    the tokens disagree about what the request was given. A stop id outside the
+    vocabulary can never match: the request it should end runs to its limit."""
     counts, width = out.num_emitted, out.token_ids.shape[1]
     found = values.outside(counts, 0, width + 1, lambda i: Finding(
         f"emitted count{value_text(counts, i)}", "num_emitted", position=i,
@@ -110,15 +113,23 @@ def _layout(out: RequestOutput, values: ValueChecks) -> Finding | None:
         position=i, expected=">= 0"))
     if found:
         return found
+    stops, vocab = out.stop_token_ids, int(out.vocab_size)
+    found = values.outside(stops, -1, vocab, lambda i: Finding(
+        f"stop id{value_text(stops, i)}", "stop_token_ids",
+        position=row_col(i, stops.shape[1])[0],
+        expected=f"-1 or 0 <= id < vocab_size={vocab}"))
+    if found:
+        return found
     tokens, emitted = out.token_ids, _emitted(out)
-    bad = (emitted & (tokens < 0)) | (~emitted & (tokens != _NONE))
+    outside = scalar_mask(tokens, "lt", 0) | scalar_mask(tokens, "ge", vocab)
+    bad = (emitted & outside) | (~emitted & (tokens != _NONE))
 
     def explain(i: int) -> Finding:
         row, col = row_col(i, width)
         kind = "emitted" if col < (host_value(counts, row) or 0) else "padding"
         return Finding(f"column {col} ({kind}){value_text(tokens, i)}", "token_ids",
-                       position=row,
-                       expected=f"{host_value(counts, row)} emitted tokens, then -1")
+                       position=row, expected=f"{host_value(counts, row)} emitted "
+                       f"vocabulary ids, then -1")
 
     return values.any_true(bad, explain)
 

@@ -213,18 +213,27 @@ CASES: list[Case] = [
      "SG307 per-row data gives each request its 1 + K rows, inside the data [LogitsRows."
      "row_starts, runner → target model]: seq 40 at batch position 0: its rows 2..5 run past "
      "the 4 rows of the data (expected rows within [0, num_rows=4))"),
+    ("SG307", "rows-without-a-start", lambda: build(LR, row_counts=np.array([3, 1, 2])),
+     "SG307 per-row data gives each request its 1 + K rows, inside the data [LogitsRows."
+     "row_counts, runner → target model]: seq 42 at batch position 1: the data holds 1 rows "
+     "for it but no first row (expected 0 rows for a request the data does not cover)"),
     ("SG307", "shared-rows", lambda: build(LR, row_starts=np.array([1, -1, 0])),
      "SG307 per-row data gives each request its 1 + K rows, inside the data [LogitsRows."
      "row_starts, runner → target model]: seq 40 at batch position 0: its rows start at 1, "
      "inside the rows 0..2 of batch position 2 (expected rows of its own)"),
     ("SG401", "count-past-row", lambda: build(RO, num_emitted=np.array([4, 2, 1])),
-     "SG401 output rows are the emitted tokens, then -1 [RequestOutput.num_emitted, "
+     "SG401 output rows are the emitted vocabulary ids, then -1 [RequestOutput.num_emitted, "
      "verifier → request]: seq 40 at batch position 0: emitted count is 4 "
      "(expected 0..width=3)"),
     ("SG401", "token-behind-count", lambda: build(RO, num_emitted=np.array([3, 1, 1])),
-     "SG401 output rows are the emitted tokens, then -1 [RequestOutput.token_ids, "
+     "SG401 output rows are the emitted vocabulary ids, then -1 [RequestOutput.token_ids, "
      "verifier → request]: seq 42 at batch position 1: column 1 (padding) is 2 "
-     "(expected 1 emitted tokens, then -1)"),
+     "(expected 1 emitted vocabulary ids, then -1)"),
+    ("SG401", "stop-outside-vocabulary", lambda: build(
+        RO, stop_token_ids=np.array([[2], [2], [32]])),
+     "SG401 output rows are the emitted vocabulary ids, then -1 [RequestOutput."
+     "stop_token_ids, verifier → request]: seq 44 at batch position 2: stop id is 32 "
+     "(expected -1 or 0 <= id < vocab_size=32)"),
     ("SG402", "token-after-eos", lambda: build(
         RO, token_ids=np.array([[5, 2, 9], [7, 2, -1], [3, -1, -1]])),
      "SG402 nothing is emitted after an accepted stop token [RequestOutput.token_ids, "

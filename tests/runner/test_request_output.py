@@ -25,7 +25,7 @@ def _given(fault: str | None = None, **changes: np.ndarray):
     fields = {"seq_ids": np.array([0, 1, 2, 3]), "token_ids": _ROWS,
               "num_generated": np.array([0, 3, 10, 2]), "max_tokens": np.array([16, 16, 12, 8]),
               "stop_token_ids": np.array([[9, -1], [2, 3], [-1, -1], [9, -1]])}
-    return given_tokens(**{**fields, **changes}, fault=fault)
+    return given_tokens(**{**fields, **changes}, vocab_size=32, fault=fault)
 
 
 def test_rows_are_trimmed_through_the_stop_and_within_the_limit():

@@ -135,12 +135,6 @@ def _below_minimum(case: Case, rng: Rng) -> Case:
     return case.with_values(**{scalar.name: lower})
 
 
-def _with_scalars() -> tuple[type[contracts.BoundaryObject], ...]:
-    """The boundary classes with a scalar field (a request's output has none)."""
-    return tuple(cls for cls in contracts.BOUNDARY_OBJECTS
-                 if any(isinstance(f, ScalarField) for f in fields_of(cls)))
-
-
 def _with_two_arrays() -> tuple[type[contracts.BoundaryObject], ...]:
     """The boundary classes with two arrays at least, which one backend can split."""
     return tuple(cls for cls in contracts.BOUNDARY_OBJECTS if len(_arrays(cls)) > 1)
@@ -151,14 +145,15 @@ def _structural_mutations() -> list[Mutation]:
     return [
         _generic("array given as a list", "SG001", _required_arrays, lambda v: v.tolist()),
         _generic("required array is None", "SG001", _required_arrays, lambda v: None),
-        Mutation("scalar of the wrong type", "SG001", _with_scalars(), _wrong_scalar),
+        Mutation("scalar of the wrong type", "SG001", contracts.BOUNDARY_OBJECTS, _wrong_scalar),
         _generic("array of a foreign dtype", "SG002", _required_arrays, _wrong_dtype),
         _generic("array of the wrong rank", "SG003", _required_arrays, _wrong_rank),
         _generic("array on the other backend", "SG005", _required_arrays, other_backend,
                  _with_two_arrays()),
         _generic("tensor on the meta device", "SG005", _required_arrays, on_meta_device,
                  _with_two_arrays()),
-        Mutation("scalar below its minimum", "SG006", _with_scalars(), _below_minimum),
+        Mutation("scalar below its minimum", "SG006", contracts.BOUNDARY_OBJECTS,
+                 _below_minimum),
     ]
 
 

@@ -324,11 +324,14 @@ def request_outputs(draw: Draw, min_seqs: int = 0, **_: int) -> Case:
     rng = seeded_rng(draw)
     n, width = draw(_counts(min_seqs)), draw(st.integers(1, 9))
     num_stops, vocab = draw(st.integers(0, 3)), draw(st.integers(1, 2**20))
-    # Stop ids sit above the ids rows emit, so a stop appears only where one is placed.
-    stops = rng.integers(vocab, vocab + 5, (n, num_stops))
+    # Stop ids are the top ids of the vocabulary and rows emit the others, so a stop
+    # appears only where one is placed (with no id left for rows, there are no stops).
+    stopping = min(5, vocab - 1)
+    num_stops = num_stops if stopping else 0
+    stops = rng.integers(vocab - stopping, vocab, (n, num_stops))
     stops[rng.random((n, num_stops)) < 0.3] = -1
     emitted = rng.integers(0, width + 1, n)
-    tokens = rng.integers(0, vocab, (n, width))
+    tokens = rng.integers(0, vocab - stopping, (n, width))
     tokens[np.arange(width)[None, :] >= emitted[:, None]] = -1
     has_stop = (stops >= 0).any(axis=1) & (emitted > 0) & (rng.random(n) < 0.5)
     rows = np.flatnonzero(has_stop)
@@ -338,7 +341,7 @@ def request_outputs(draw: Draw, min_seqs: int = 0, **_: int) -> Case:
     max_new = generated + emitted + rng.integers(0, 3, n)
     hit = has_stop | ((generated + emitted >= max_new) & (emitted > 0))
     values = {
-        "seq_ids": _unique_ids(rng, n, draw(st.integers(n, INT32_MAX))),
+        "vocab_size": vocab, "seq_ids": _unique_ids(rng, n, draw(st.integers(n, INT32_MAX))),
         "token_ids": tokens, "num_emitted": emitted.astype(np.int64),
         "num_generated": generated.astype(np.int64), "max_new_tokens": max_new.astype(np.int64),
         "stop_token_ids": stops, "finished": hit | (rng.random(n) < 0.2),
