@@ -123,6 +123,18 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
           "device only the seqs it verified last step",
           "SG301", "ModelInput",
           "IndexError in the target model's embedding (a device-side assert on a GPU)"),
+    Fault(UNTRIMMED_OUTPUT,
+          "every verified token is given to its request, past its stop id and its limit",
+          ("request_output.given_tokens",),
+          "SGLang #31599 / #33758: a multi-token accept run was given whole, so tokens "
+          "after an accepted stop leaked and a run crossing max_new_tokens overshot it; "
+          "transformers #47912: assisted/MTP decoding generated past a mid-block EOS",
+          "SG403", "RequestOutput",
+          "finishes; requests are given more tokens than max_tokens, and tokens after "
+          "their stop id, so the outputs differ from plain greedy decoding",
+          # A stop id mid-row shows first as a token after it; one that ends the row
+          # leaves the request running.
+          also=("SG402", "SG404")),
     Fault(SKIPPED_REJECTION_ROLLBACK,
           "a seq still in flight resumes after every drafted slot, rejected ones included",
           ("ModelRunner._merge_decode_rows",),
@@ -143,18 +155,6 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
           # A seq whose prefill just ended has an empty host row (SG607: none of its
           # proposal verified); one further along carries its older drafts (SG602).
           also=("SG602",)),
-    Fault(UNTRIMMED_OUTPUT,
-          "every verified token is given to its request, past its stop id and its limit",
-          ("request_output.given_tokens",),
-          "SGLang #31599 / #33758: a multi-token accept run was given whole, so tokens "
-          "after an accepted stop leaked and a run crossing max_new_tokens overshot it; "
-          "transformers #47912: assisted/MTP decoding generated past a mid-block EOS",
-          "SG403", "RequestOutput",
-          "finishes; requests are given more tokens than max_tokens, and tokens after "
-          "their stop id, so the outputs differ from plain greedy decoding",
-          # A stop id mid-row shows first as a token after it; one that ends the row
-          # leaves the request running.
-          also=("SG402", "SG404")),
     Fault(RANK_MTP_K,
           "one data-parallel rank drafts one token fewer (more, at mtp_k 1) than the others",
           ("RankJob.config_of",),
