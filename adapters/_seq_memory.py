@@ -11,8 +11,11 @@ preempted and recomputed, parked. Two facts outlive its absence:
   sampled).
 
 Prompt tokens are not kept: only positions the engine sampled are. Entries are kept
-for the ``limit`` seqs seen most recently; older ones are forgotten (they are then simply
-not checked).
+for the seqs seen most recently, as many as fit both bounds: ``limit`` seqs, and
+``max_bytes`` bytes (each seq's emitted tokens, 8 bytes a position, plus
+:data:`SEQ_BYTES` for its entries). Older ones are forgotten whole, progress and tokens
+together: a forgotten seq is one the memory never saw, whose resume point and tokens are
+simply not checked, so forgetting can never make a violation of what was valid.
 """
 
 from __future__ import annotations
@@ -23,7 +26,13 @@ import numpy as np
 
 from specguard.adapters._step_plan import UNKNOWN, rows_in
 
-__all__ = ["SeqMemory"]
+__all__ = ["DEFAULT_MAX_BYTES", "SEQ_BYTES", "SeqMemory"]
+
+#: What a remembered seq costs beyond its tokens, in bytes: its entries in the two dicts
+#: (keys, values, the ``(base, tokens)`` tuple) and the token array's header, rounded up.
+SEQ_BYTES = 400
+#: The memory's default bound in bytes: 64 MiB, about 27,000 seqs of 256 sampled tokens.
+DEFAULT_MAX_BYTES = 64 << 20
 
 _NOTHING = np.zeros(0, dtype=np.int64)  # never written: a first emission grows a new array
 
@@ -41,16 +50,28 @@ class SeqMemory:
     numpy passes plus one C-level dict update per distinct seq. The dicts are exact
     after every fold. A record that could take the memory past ``limit`` is folded at
     once and applied one seq at a time, so that what is forgotten is exactly what a
-    least-recently-seen memory forgets.
+    least-recently-seen memory forgets. A record that takes the memory past
+    ``max_bytes`` (the log's arrays counted) is folded at once too, and the least recently
+    seen seqs are then forgotten until the memory fits: :attr:`nbytes` is at most
+    ``max_bytes`` whenever a call returns.
     """
 
-    def __init__(self, limit: int = 1 << 16, fold_every: int = 16) -> None:
+    def __init__(self, limit: int = 1 << 16, fold_every: int = 16,
+                 max_bytes: int = DEFAULT_MAX_BYTES) -> None:
         self.limit = limit
         self.fold_every = fold_every
+        self.max_bytes = max_bytes
         self._ends: dict[int, int] = {}
         self._emitted: dict[int, tuple[int, np.ndarray]] = {}
         self._log: list[_Record] = []
         self._logged = 0  # ids in the log: at most this many seqs are new to the dicts
+        self._token_bytes = 0  # the emitted arrays of the dicts
+        self._log_bytes = 0  # the arrays of the log's records
+
+    @property
+    def nbytes(self) -> int:
+        """What the memory holds, in bytes: its seqs' entries and tokens, and the log."""
+        return len(self._ends) * SEQ_BYTES + self._token_bytes + self._log_bytes
 
     def __len__(self) -> int:
         self._fold()
@@ -66,6 +87,7 @@ class SeqMemory:
         self._emitted.clear()
         self._log.clear()
         self._logged = 0
+        self._token_bytes = self._log_bytes = 0
 
     def ends(self, seq_ids: np.ndarray) -> np.ndarray:
         """Each seq's next position, or -1 when it is not known."""
@@ -126,12 +148,14 @@ class SeqMemory:
             self._fold()  # the log's repeated ids count once from here on
             if len(self._ends) + record.ids.shape[0] > self.limit:
                 record.apply_one_by_one(self)  # seqs may be forgotten on the way: in order
+                self._within_bytes()
                 return
         if isinstance(record, _Advance):
             self._drop_superseded(record)
         self._log.append(record)
         self._logged += record.ids.shape[0]
-        if len(self._log) >= self.fold_every:
+        self._log_bytes += record.nbytes
+        if len(self._log) >= self.fold_every or self.nbytes > self.max_bytes:
             self._fold()
 
     def _drop_superseded(self, record: _Advance) -> None:
@@ -145,13 +169,14 @@ class SeqMemory:
                 if np.array_equal(earlier.ids, record.ids):
                     del self._log[i]
                     self._logged -= earlier.ids.shape[0]
+                    self._log_bytes -= earlier.nbytes
                 return
 
     def _fold(self) -> None:
         """Apply the log to the dicts: no seq is forgotten (see :meth:`_record`)."""
         if not self._log:
             return
-        log, self._log, self._logged = self._log, [], 0
+        log, self._log, self._logged, self._log_bytes = self._log, [], 0, 0
         order = _by_last_touch(_recency_runs(log))
         ids = order.tolist()
         ends = np.fromiter(map(self._ends.pop, ids, repeat(UNKNOWN)), dtype=np.int64,
@@ -166,6 +191,12 @@ class SeqMemory:
         emitted = [record for record in log if isinstance(record, _Emitted)]
         if emitted:
             self._write_grouped(*_last_writes(emitted))
+        self._within_bytes()
+
+    def _within_bytes(self) -> None:
+        """Forget the least recently seen seqs, whole, until the memory fits ``max_bytes``."""
+        while self._ends and self.nbytes > self.max_bytes:
+            self._forget(next(iter(self._ends)))
 
     def _write_grouped(self, ids: np.ndarray, positions: np.ndarray,
                        tokens: np.ndarray) -> None:
@@ -188,6 +219,7 @@ class SeqMemory:
         grown = np.full(high - low, UNKNOWN, dtype=np.int64)
         grown[base - low: base - low + emitted.shape[0]] = emitted
         grown[positions - low] = tokens
+        self._token_bytes += grown.nbytes - emitted.nbytes
         self._emitted[seq_id] = (low, grown)
 
     def _touch(self, seq_id: int, end: int) -> None:
@@ -200,7 +232,9 @@ class SeqMemory:
 
     def _forget(self, seq_id: int) -> None:
         del self._ends[seq_id]
-        self._emitted.pop(seq_id, None)
+        entry = self._emitted.pop(seq_id, None)
+        if entry is not None:
+            self._token_bytes -= entry[1].nbytes
 
     def _emit(self, seq_id: int, position: int, tokens: np.ndarray) -> None:
         """:meth:`emitted` on the dicts alone (the log is folded)."""
@@ -210,11 +244,13 @@ class SeqMemory:
         if seq_id not in self._ends:
             return  # a memory of no seqs at all
         self._write(seq_id, position, tokens)
+        self._within_bytes()
 
     def _write(self, seq_id: int, position: int, tokens: np.ndarray) -> None:
         """Store ``tokens`` at ``position`` in the seq's emitted array (no recency change)."""
         entry = self._emitted.get(seq_id)
         base, emitted = entry if entry is not None else (position, _NOTHING)
+        self._token_bytes -= emitted.nbytes
         if position < base:  # an earlier position than any known: re-base
             pad = np.full(base - position, UNKNOWN, dtype=np.int64)
             emitted = np.concatenate([pad, emitted])
@@ -225,6 +261,7 @@ class SeqMemory:
             grown[: emitted.shape[0]] = emitted
             emitted = grown
         emitted[position - base:stop] = tokens
+        self._token_bytes += emitted.nbytes
         self._emitted[seq_id] = (base, emitted)
 
 
@@ -235,6 +272,10 @@ class _Advance:
 
     def __init__(self, ids: np.ndarray, ends: np.ndarray) -> None:
         self.ids, self.ends = ids, ends
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.ids.nbytes + self.ends.nbytes)
 
     def apply_one_by_one(self, memory: SeqMemory) -> None:
         for seq_id, end in zip(self.ids.tolist(), self.ends.tolist(), strict=True):
@@ -250,6 +291,11 @@ class _Emitted:
     def __init__(self, ids: np.ndarray, positions: np.ndarray, tokens: np.ndarray,
                  counts: np.ndarray) -> None:
         self.ids, self.positions, self.tokens, self.counts = ids, positions, tokens, counts
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.ids.nbytes + self.positions.nbytes + self.tokens.nbytes
+                   + self.counts.nbytes)
 
     def apply_one_by_one(self, memory: SeqMemory) -> None:
         for row, (seq_id, position, count) in enumerate(zip(

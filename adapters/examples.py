@@ -353,9 +353,10 @@ STORIES: dict[str, Example] = {
 }
 
 
-def example_violation(code: str) -> ContractViolation:
-    """Build the broken object of ``code`` under strict, full-depth checking; return its error."""
-    return violation_of(EXAMPLES[code])
+def example_violation(code: str, depth: str = "full") -> ContractViolation:
+    """Build the broken object of ``code`` under strict checking at ``depth`` (full unless
+    told); return its error."""
+    return violation_of(EXAMPLES[code], depth)
 
 
 def example_message(code: str) -> str:

@@ -14,8 +14,9 @@ previous step only) and feeds each relation to a rule (SG601-SG607)::
         tracker.verified(verify_output)      # rows follow the batch, accepted <= drafts
         tracker.drafted(drafter_output)      # rows follow the batch; drafts remembered
 
-Relations are value checks: they run at ``depth="full"``. Values on an accelerator are
-read only under ``device_values="sync"``; otherwise the seqs concerned are not checked.
+Relations are value checks: they run whenever value rules do (the default depth and
+full). Values on an accelerator are read only under ``device_values="sync"``; otherwise
+the seqs concerned are not checked.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import numpy as np
 
 from specguard.adapters._build import build
 from specguard.adapters._host import host_array
-from specguard.adapters._seq_memory import SeqMemory
+from specguard.adapters._seq_memory import DEFAULT_MAX_BYTES, SeqMemory
 from specguard.adapters._step_plan import UNKNOWN, IdLookup, StepLinks, StepPlan, rows_in
 from specguard.adapters._step_rules import DraftRows, RecomputedTokens, StepTransition, VerifyRows
 from specguard.contracts import (
@@ -105,21 +106,33 @@ class StepTracker:
     rejections come back). ``whole_proposals=False`` skips SG607, for engines that verify
     fewer drafts than were proposed on purpose (vLLM trims a request's drafts to the token
     budget and ``max_model_len``, and structured output drops grammar-invalid ones).
+
+    Across steps the tracker remembers, per seq, where it left off and the tokens the
+    engine sampled for it, for the seqs seen most recently: at most ``memory_limit``
+    seqs and ``memory_bytes`` bytes (default 64 MiB; a seq costs about 400 bytes plus 8
+    per sampled token, so 1 KiB at 64 sampled tokens and 2.4 KiB at 256). A seq it has
+    forgotten is one it never saw: its resume point and tokens are not checked, so the
+    bound costs coverage of long-absent seqs, never a false alarm.
     """
 
     def __init__(self, *, progress: bool = True, whole_proposals: bool = True,
-                 memory_limit: int = 1 << 16) -> None:
+                 memory_limit: int = 1 << 16, memory_bytes: int = DEFAULT_MAX_BYTES) -> None:
         self.progress = progress
         self.whole_proposals = whole_proposals
         self._previous: StepState | None = None
         self._previous_lookup: IdLookup | None = None  # the previous step's ids, sorted once
         self._current: _Step | None = None
         self._count = 0
-        self._memory = SeqMemory(memory_limit)
+        self._memory = SeqMemory(memory_limit, max_bytes=memory_bytes)
         self._fresh = True  # no batch forwarded yet
         # Seqs that batches the runner did not keep as its previous forward moved on
         # since the previous forward (their progress is in the memory), one array a batch.
         self._moved_since: list[np.ndarray] = []
+
+    @property
+    def remembered_bytes(self) -> int:
+        """What the per-seq memory holds now, in bytes (at most the ``memory_bytes`` bound)."""
+        return self._memory.nbytes
 
     @property
     def previous(self) -> StepState | None:
@@ -142,7 +155,7 @@ class StepTracker:
             self._previous = self._current.state()
             self._previous_lookup = self._current.lookup
             self._current = None
-            if current_config().depth is Depth.FULL:
+            if current_config().depth is not Depth.METADATA:
                 _remember(self._memory, self._previous)
         return self._previous
 
@@ -181,7 +194,7 @@ class StepTracker:
         if current_config().mode is Mode.OFF or plan is None or not plan.is_sound():
             self.reset()
             return StepLinks(np.zeros(0, dtype=np.int64))
-        full = current_config().depth is Depth.FULL
+        full = current_config().depth is not Depth.METADATA  # value rules run
         if not full:
             self._memory.clear()  # progress seen at metadata depth is not remembered
         links = self.links(plan.seq_ids)
@@ -220,9 +233,10 @@ class StepTracker:
 
     def verified(self, out: VerifyOutput) -> None:
         """Check the verifier's rows against the step in flight; remember accepted counts
-        and, at full depth, the tokens each row emitted (what a recompute must re-feed)."""
+        and, whenever value rules run, the tokens each row emitted (what a recompute must
+        re-feed)."""
         self.verify_rows(out.seq_ids, out.num_accepted)
-        if current_config().depth is Depth.FULL:
+        if current_config().depth is not Depth.METADATA:
             self.record_emitted(out.seq_ids, out.token_ids, out.num_accepted)
 
     def record_emitted(self, seq_ids: Any, token_ids: Any, num_accepted: Any) -> None:
@@ -257,7 +271,7 @@ class StepTracker:
         else at such a position (a placeholder where the prefill's sample belongs) is SG608.
         """
         step = self._current
-        if step is None or current_config().depth is not Depth.FULL:
+        if step is None or current_config().depth is Depth.METADATA:
             return
         ids, tokens = host_array(seq_ids), host_array(token_ids)
         keep = host_array(kept) if kept is not None else None
@@ -285,7 +299,7 @@ class StepTracker:
             return
         plan = step.plan
         decode = np.flatnonzero(plan.is_decode)
-        if current_config().depth is Depth.FULL:
+        if current_config().depth is not Depth.METADATA:
             build(VerifyRows, {
                 "batch_ids": plan.seq_ids[decode], "positions": decode,
                 "num_drafts": plan.num_drafts, "seq_ids": ids, "num_accepted": accepted,
@@ -316,7 +330,7 @@ class StepTracker:
             return
         if drafts.ndim != 2 or drafts.shape[0] != ids.shape[0]:
             return
-        if current_config().depth is Depth.FULL:
+        if current_config().depth is not Depth.METADATA:
             build(DraftRows, {"batch_ids": step.plan.seq_ids, "seq_ids": ids},
                   state=self._previous, names=names)
         if drafts.shape[1] != step.plan.mtp_k or not np.issubdtype(drafts.dtype, np.integer):

@@ -4,7 +4,8 @@ Core validation is measured against the floor in :mod:`specguard.benchmarks.suit
 module measures what sits around it, each against the validation it feeds:
 
 * **engine views** (ATOM's ``ScheduledBatch``, vLLM's ``SchedulerOutput``) at B decode
-  seqs, per depth: the view's call against validating the contract objects it returns;
+  seqs, per depth, with a StepTracker and without: the view's call against what the
+  engine itself must read of the same object (its engine-read floor);
 * **``DraftTokens.from_mapping``** from the engines' forms (a dict of lists, a dict of
   arrays, a dense ``(n, k)`` array with the ids of the seqs that have rows) against one
   plain ``np.array`` of the same rows;
@@ -24,7 +25,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
-from operator import itemgetter
+from itertools import chain, repeat
 from types import SimpleNamespace
 from typing import Any
 
@@ -34,7 +35,7 @@ from specguard import contracts
 from specguard.benchmarks.timing import Case, interleave
 from specguard.benchmarks.workload import BLOCK_SIZE, MTP_K, VOCAB_SIZE
 
-__all__ = ["WITH_TRACKER", "atom_batch", "from_mapping_costs", "import_cost",
+__all__ = ["WITH_TRACKER", "atom_batch", "engine_floor", "from_mapping_costs", "import_cost",
            "scheduler_output", "view_costs"]
 
 _US = 1e6
@@ -95,7 +96,7 @@ def _validate_all(objects: tuple[Any, ...], config: contracts.Config) -> None:
         contracts.validate(obj, config=config)
 
 
-#: Suffix of the view entries that carry a StepTracker (full depth only).
+#: Suffix of the view entries that carry a StepTracker.
 WITH_TRACKER = " + StepTracker"
 
 
@@ -126,74 +127,75 @@ def _views(size: int, *, tracked: bool = False,
             "vLLM" + suffix: (lambda: vllm.schedule(output), vllm_objects)}
 
 
-def read_floor(view: str, depth: str, size: int, *, tracked: bool = False) -> Callable[[], Any]:
-    """The least a hand-written check must do to read the engine's Python containers
-    that ``view`` reads at ``depth``: one C-level pass per container, no validation.
+def engine_floor(view: str, size: int) -> Callable[[], Any]:
+    """What the engine itself must read of the object ``view`` reads, whatever specguard
+    does: the least any check of that object could add to, written independently of the
+    view, with the cheapest C-level reads numpy and the standard library offer.
 
-    ATOM hands over ``req_ids`` and ``block_tables`` as Python lists (its token and draft
-    arrays are numpy already); vLLM hands over dicts keyed by request id. The views read
-    sizes and keys only where no rule reads the entries (ATOM's tables at metadata depth;
-    vLLM's dicts below full depth, without a tracker); elsewhere every entry they check.
+    * ATOM: its request ids, and every block id written into the ``-1``-padded table
+      that attention reads (``(batch, max blocks)``, as the runner builds it);
+    * vLLM: the request order, the per-request scheduled counts, the spec tokens
+      flattened in that order, and each request's ``num_computed_tokens`` (what
+      ``_update_states`` and ``_prepare_inputs`` copy into the input batch).
+
+    The same floor serves every depth, with a tracker or without: the engine pays it
+    anyway.
     """
     if view == "ATOM":
         batch = atom_batch(size)
         ids, tables = batch.req_ids, batch.block_tables
-        if depth == "metadata":
-            return lambda: np.asarray(ids)
-        first = itemgetter(0)
-        return lambda: (np.asarray(ids),
-                        np.fromiter(map(len, tables), dtype=np.int64, count=len(tables)),
-                        np.fromiter(map(first, tables), dtype=np.int64, count=len(tables)))
+
+        def read_atom() -> Any:
+            lengths = np.fromiter(map(len, tables), dtype=np.int64, count=len(tables))
+            width = int(lengths.max(initial=0))
+            padded = np.full((len(tables), width), -1, dtype=np.int32)
+            padded[np.arange(width)[None, :] < lengths[:, None]] = np.fromiter(
+                chain.from_iterable(tables), dtype=np.int32, count=int(lengths.sum()))
+            return np.fromiter(ids, dtype=np.int64, count=len(ids)), padded
+
+        return read_atom
     output = scheduler_output(size)
     counts, drafts = output.num_scheduled_tokens, output.scheduled_spec_decode_tokens
     computed = output.scheduled_cached_reqs.num_computed_tokens
-    if depth != "full" and not tracked:
-        return lambda: (tuple(counts), drafts.keys() <= counts.keys())
 
-    def read() -> Any:
+    def read_vllm() -> Any:
         order = tuple(counts)
-        values = np.fromiter(counts.values(), dtype=np.int64, count=len(counts))
-        rows = np.array(list(drafts.values()))
-        return order, values, rows, np.array(computed) if tracked else None
+        scheduled = np.fromiter(counts.values(), dtype=np.int64, count=len(counts))
+        spec = np.fromiter(chain.from_iterable(map(drafts.get, order, repeat(()))),
+                           dtype=np.int64)
+        return order, scheduled, spec, np.fromiter(computed, dtype=np.int64,
+                                                   count=len(computed))
 
-    return read
+    return read_vllm
 
 
 def view_costs(size: int, depths: tuple[str, ...], *, repeats: int, target_s: float,
                clock: Callable[[], float]) -> list[dict[str, Any]]:
-    """One entry per view and depth: the view's call against validating what it built,
-    and against the read floor (:func:`read_floor`) plus that validation.
-
-    Each view is timed once more with a StepTracker, at full depth (where its step rules
-    run), as the view named ``"<view> + StepTracker"``.
-    """
+    """One entry per view and depth, with a StepTracker (the view named
+    ``"<view> + StepTracker"``) and without: the view's call against its engine-read
+    floor (:func:`engine_floor`), with the validation of what it built for scale."""
     found = []
-    plain = [(view, depths) for view in _views(size).items()]
-    tracked = [(view, ("full",)) for view in _views(size, tracked=True).items()
-               if "full" in depths]
-    for (name, (call, objects)), view_depths in plain + tracked:
-        for depth in view_depths:
+    views = [*_views(size).items(), *_views(size, tracked=True).items()]
+    floors = {name: engine_floor(name, size) for name in ("ATOM", "vLLM")}
+    for name, (call, objects) in views:
+        for depth in depths:
             config = _config(depth)
-            base = name.removesuffix(WITH_TRACKER)
-            floor = read_floor(base, depth, size, tracked=name != base)
+            floor = floors[name.removesuffix(WITH_TRACKER)]
             with contracts.checking(mode="strict", depth=depth):
                 built = objects()
                 ns = {"call": call, "check": _validate_all, "objects": built, "config": config,
-                      "read": floor}
+                      "floor": floor}
                 timings = interleave({
                     "view": Case("call()", ns),
                     "validation": Case("check(objects, config)", ns),
-                    "read": Case("read()", ns),
+                    "floor": Case("floor()", ns),
                 }, repeats=repeats, target_s=target_s, clock=clock)
-            view_us, validation_us = timings.median("view") * _US, timings.median(
-                "validation") * _US
-            read_us = timings.median("read") * _US
             found.append({
                 "view": name, "depth": depth, "batch": size,
-                "view_us": view_us, "validation_us": validation_us,
-                "ratio": timings.ratio("view", "validation"),
-                "read_floor_us": read_us,
-                "ratio_to_read_and_validation": view_us / (read_us + validation_us),
+                "view_us": timings.median("view") * _US,
+                "validation_us": timings.median("validation") * _US,
+                "engine_floor_us": timings.median("floor") * _US,
+                "ratio_to_engine_floor": timings.ratio("view", "floor"),
             })
     return found
 

@@ -382,9 +382,10 @@ NO_EXAMPLE: dict[str, str] = {
 }
 
 
-def violation_of(example: Example) -> sg.ContractViolation:
-    """Build a broken object under strict, full-depth checking and return what it raised."""
-    with sg.checking(mode="strict", depth="full", collect="first"):
+def violation_of(example: Example, depth: str = "full") -> sg.ContractViolation:
+    """Build a broken object under strict checking at ``depth`` (full unless told) and
+    return what it raised."""
+    with sg.checking(mode="strict", depth=depth, collect="first"):
         try:
             example.build()
         except sg.ContractViolation as error:

@@ -9,7 +9,7 @@ sync the step already has. A step is therefore checked while its successor runs,
 always against what the forward really did, not against what the scheduler planned.
 
 The relations are value checks: with contracts off, or at metadata depth, nothing is
-recorded and no tracker exists.
+recorded and no tracker exists; at the default depth and at full they are checked.
 """
 
 from __future__ import annotations
@@ -29,9 +29,11 @@ _PACKED = ("starts", "carried", "verify_ids", "num_accepted", "drafter_ids")
 
 
 def recording() -> bool:
-    """Whether the current settings check step relations (contracts on, full depth)."""
+    """Whether the current settings check step relations (contracts on, value rules on:
+    the default depth and full)."""
     settings = contracts.current_config()
-    return settings.mode is not contracts.Mode.OFF and settings.depth is contracts.Depth.FULL
+    return settings.mode is not contracts.Mode.OFF \
+        and settings.depth is not contracts.Depth.METADATA
 
 
 @dataclass(frozen=True)

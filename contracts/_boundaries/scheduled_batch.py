@@ -246,12 +246,17 @@ def _draft_counts(obj: Any, values: ValueChecks) -> Finding | None:
 @rule("SG110", "block tables are not empty and cover the context",
       boundary=Boundary.SCHEDULE, applies_to=_BATCH,
       fields={"block_tables", "context_lens", "block_size"},
-      bug="ATOM C11/C12: empty block tables filtered out; context not covered by the table.")
+      bug="ATOM C11/C12: empty block tables filtered out; context not covered by the table.",
+      deeper="The default depth reads each seq's first and last needed block, in "
+      "O(num_seqs): where an empty, compacted or short table shows. Full depth also reads "
+      "every block in between (one minimum per seq over its middle blocks): about 480 µs "
+      "for 8192 decode seqs with 4096-token tables on a 2-core CI machine, against 3 µs "
+      "for the ends, so a hole in the middle of a table is found at full depth only.")
 def _block_tables(batch: ScheduledBatch, values: ValueChecks) -> Finding | None:
     """Attention builds slot mappings from the block table truncated to
     cdiv(context_len, block_size) blocks; a missing block points the kernel at padding.
-    Every needed block is checked, in one pass over the table; the first and the last
-    are checked first, in O(num_seqs), because that is where a short table shows."""
+    The first and the last needed block are checked first, in O(num_seqs), because that
+    is where a short table shows; at full depth every block between them too."""
     tables, lens = batch.block_tables, batch.context_lens
     num_seqs, max_blocks = tables.shape[0], tables.shape[1]
     last = last_block(lens, batch.block_size)
@@ -271,7 +276,7 @@ def _block_tables(batch: ScheduledBatch, values: ValueChecks) -> Finding | None:
     first_or_last = tables[:, 0] | row_entries(tables, last)
     found = values.below(first_or_last, 0, lambda i: Finding(
         "block table is empty or ends before the context does", "block_tables", position=i))
-    if found:
+    if found or not values.full:
         return found
     return _padding_inside(tables, last, values)
 

@@ -47,10 +47,11 @@ class Depth(str, enum.Enum):
     """How deep a check looks, each depth including the one before.
 
     ``metadata`` reads types, dtypes, shapes and scalars only; ``essential`` (the
-    default) adds the few cheap value rules registered at this depth, the ones that stop
-    a known crash (an id outside the vocabulary reaching an embedding, a draft row handed
-    to another seq): one vectorised pass on host arrays, a deferred verdict with no sync
-    on device tensors; ``full`` runs every value rule.
+    default) adds every value rule whose cost fits the default's budget: one vectorised
+    pass over what the hand-over carries (fused into one pass per object where a
+    clearance exists), a deferred verdict with no sync on device tensors. ``full`` adds
+    what does not fit that budget, each rule saying what and at what measured cost
+    (``Rule.deeper``, printed by the rule catalogue).
     """
 
     METADATA = "metadata"

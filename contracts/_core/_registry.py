@@ -75,6 +75,10 @@ class Rule:
     applies_to: tuple[str, ...]
     fields: frozenset[str]
     check: Check | None = None
+    deeper: str = ""
+    """What ``full`` depth checks beyond the default for this rule, and its measured cost:
+    required for a rule that runs only at ``full``, and for one whose check looks further
+    at ``full`` (the catalogue prints it)."""
 
     def __repr__(self) -> str:
         return f"<rule {self.code} {self.title!r} ({self.boundary.value}, {self.depth.value})>"
@@ -153,16 +157,28 @@ def rule(
     applies_to: Iterable[str],
     fields: Iterable[str],
     bug: str,
-    depth: Depth = Depth.FULL,
+    depth: Depth = Depth.ESSENTIAL,
+    deeper: str = "",
 ) -> Callable[[Check], Rule]:
-    """Register a check function as a rule; its docstring says why the rule exists."""
+    """Register a check function as a rule; its docstring says why the rule exists.
+
+    Every value rule runs at the default depth (``essential``) unless its cost does not fit
+    the default's budget (one vectorised pass over what the hand-over carries, no host
+    sync): such a rule is declared ``depth=Depth.FULL`` and ``deeper`` says why, with its
+    measured cost. A rule whose check reads further at ``full`` (SG110's middle blocks)
+    says what in ``deeper`` too.
+    """
 
     def register(check: Check) -> Rule:
         why = inspect.cleandoc(check.__doc__ or "")
         if not why:
             raise ValueError(f"rule {code} needs a docstring saying why it exists")
+        if depth is Depth.FULL and not deeper:
+            raise ValueError(f"rule {code} runs only at full depth: say why in deeper=, "
+                             "with its measured cost")
         subjects, names = tuple(applies_to), frozenset(fields)
-        return _register(Rule(code, title, boundary, depth, why, bug, subjects, names, check))
+        return _register(Rule(code, title, boundary, depth, why, bug, subjects, names, check,
+                              inspect.cleandoc(deeper)))
 
     return register
 

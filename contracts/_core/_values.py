@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from specguard.contracts._core._arrays import UNSIGNED, array_kind
-from specguard.contracts._core._config import Config, DeviceValues
+from specguard.contracts._core._config import Config, Depth, DeviceValues
 from specguard.contracts._core._deferred import PendingVerdict, submit
 from specguard.contracts._core._violation import Finding
 
@@ -217,6 +217,12 @@ class ValueChecks:
         self._subject = subject
         self._pending: list[PendingVerdict] = []
         self.rule = ""
+
+    @property
+    def full(self) -> bool:
+        """Whether this validation runs at ``full`` depth: a rule whose check reads
+        further there (see ``Rule.deeper``) asks this."""
+        return self._config.depth is Depth.FULL
 
     def outside(self, a: Any, lo: int, hi: int, explain: Explain) -> Finding | None:
         """A finding for the first element outside ``[lo, hi)``, else None."""

@@ -109,13 +109,16 @@ def test_full_cache_groups_become_state_slots():
     assert batch.state_slots.tolist() == [10, 11, 12, 13]
 
 
-def test_short_block_table_is_sg110_at_full_depth():
-    """A table that ends before the seq's context does is named by SG110."""
+@pytest.mark.parametrize("depth", ["essential", "full"])
+def test_short_block_table_is_sg110_by_default(depth):
+    """A table that ends before the seq's context does is named by SG110, at the default
+    depth as at full (the ends of each table are read by default)."""
     seqs = [sequence(i, 40, drafts=K) for i in range(4)]
     seqs[2].block_table = seqs[2].block_table[:1]
     atom = decode_batch(seqs, dense=True)
-    _view()(atom)  # metadata depth: values are not read
-    with contracts.checking(depth="full"), pytest.raises(contracts.ContractViolation,
+    with contracts.checking(depth="metadata"):
+        _view()(atom)  # values are not read
+    with contracts.checking(depth=depth), pytest.raises(contracts.ContractViolation,
                                                          match=re.escape(
             "SG110 block tables are not empty and cover the context [ScheduledBatch.block_tables,"
             " scheduler → runner]: seq 2 at batch position 2: block table is empty or ends "
@@ -126,11 +129,26 @@ def test_short_block_table_is_sg110_at_full_depth():
 def test_block_tables_reach_the_contract_without_a_copy():
     """The view's table is a read-only broadcast of one id per seq, not a copy of the lists."""
     seqs = [sequence(i, 400, drafts=K) for i in range(3)]
-    batch = _view()(decode_batch(seqs, dense=True))
+    with contracts.checking(depth="full"):
+        batch = _view()(decode_batch(seqs, dense=True))
     assert batch is not None and isinstance(batch.block_tables, np.ndarray)
     tables = batch.block_tables
     assert tables.strides[1] == 0 and not tables.flags.writeable
     assert tables[:, 0].tolist() == [s.block_table[0] for s in seqs]
+
+
+def test_the_default_depth_summarises_the_tables_only_where_sg110_runs():
+    """At the default depth the tables' values reach the contract exactly when SG110 is
+    among its rules; otherwise they are checked to be lists of ids and marked not read."""
+    seqs = [sequence(i, 400, drafts=K) for i in range(3)]
+    batch = _view()(decode_batch(seqs, dense=True))
+    assert batch is not None
+    first = batch.block_tables[:, 0].tolist()
+    if contracts.REGISTRY["SG110"].depth is contracts.Depth.ESSENTIAL:
+        assert first == [s.block_table[0] for s in seqs]
+    else:
+        assert first == [-1, -1, -1]
+    assert batch.block_tables.shape == (3, -(-400 // BLOCK_SIZE))
 
 
 def test_missing_field_is_sg001_naming_it():

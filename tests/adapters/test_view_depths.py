@@ -142,19 +142,11 @@ def test_vllm_verify_rows_are_not_read_below_full_depth():
     assert step._entries is None
 
 
-def test_vllm_entries_wait_for_first_use_at_the_default_depth_too():
-    """No essential rule reads the scheduler's dicts: at the default depth a step's
-    counts and drafts are read only when something asks for them, and then checked."""
-    with contracts.checking(depth="essential"):
-        step = VllmView(mtp_k=K, vocab_size=VOCAB).schedule(
-            scheduler_output({"a": [5, 6, 7], "b": [8]}, {"new": 40}))
-        assert step._entries is None
-        assert step.num_scheduled.tolist() == [4, 2, 40]
-
-
-def test_vllm_entries_are_read_at_once_at_full_depth():
-    """At full depth SG621 and SG622 read the counts: the step is read when scheduled."""
-    with contracts.checking(depth="full"):
+@pytest.mark.parametrize("depth", ["essential", "full"])
+def test_vllm_entries_are_read_at_once_where_value_rules_run(depth):
+    """At the default depth and at full, SG621 and SG622 read the counts: the step is
+    read when scheduled."""
+    with contracts.checking(depth=depth):
         step = VllmView(mtp_k=K, vocab_size=VOCAB).schedule(
             scheduler_output({"a": [5, 6, 7], "b": [8]}, {"new": 40}))
     assert step._entries is not None

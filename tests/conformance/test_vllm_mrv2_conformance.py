@@ -332,9 +332,10 @@ def test_mrv2_device_input_ids_give_a_deferred_verdict(monkeypatch):
         batch[name] = torch.from_numpy(batch[name])
     with contracts.checking(mode="strict", depth="essential", device_values="deferred"):
         _view(corpus).schedule(SimpleNamespace(**batch))
-        assert contracts.pending_deferred() == 1
-        with pytest.raises(contracts.DeferredViolation, match="SG628"):
+        assert contracts.pending_deferred() == 2  # SG628 on the ids, SG625 on the rows
+        with pytest.raises(contracts.DeferredViolation, match="SG628") as caught:
             contracts.flush_deferred()
+    assert [v.code for v in caught.value.violations] == ["SG628"]
 
 
 def test_mrv2_input_batch_without_its_fields_is_a_contract_violation():

@@ -143,9 +143,10 @@ def test_config_error_is_a_sibling_of_contract_violation():
 
 
 def test_depth_argument_overrides_for_one_validation():
-    """validate(obj, depth="full") looks at values even when the default is metadata."""
+    """validate(obj, depth="full") looks at values even when the depth in force is metadata."""
     batch = build(contracts.ScheduledBatch)
     batch.token_ids[0] = -1
-    assert contracts.validate(batch) == []
-    with pytest.raises(contracts.ContractViolation, match="SG112"):
-        contracts.validate(batch, depth="full")
+    with contracts.checking(depth="metadata"):
+        assert contracts.validate(batch) == []
+        with pytest.raises(contracts.ContractViolation, match="SG112"):
+            contracts.validate(batch, depth="full")

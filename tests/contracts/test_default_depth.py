@@ -1,12 +1,12 @@
-"""The default depth, essential: metadata plus the value rules that stop the seeds.
+"""The default depth, essential: metadata plus every value rule within the budget.
 
-The two seeds (ATOM's compacted draft rows, vLLM's ``-1`` at the MTP head) and the
-wrong-anchor family are caught out of the box; every other value rule waits for
-``full``, and ``metadata`` reads no value at all.
+Every rule's example is caught out of the box, unless the rule says (with its measured
+cost) why it waits for ``full``; ``metadata`` reads no value at all.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -14,6 +14,7 @@ import pytest
 from contract_builders import build
 
 from specguard import contracts
+from specguard.adapters import examples as adapter_examples
 from specguard.contracts import examples
 from specguard.contracts._core._config import from_environ
 
@@ -30,14 +31,41 @@ def test_the_default_depth_is_essential():
 HAND_OVER_RULES = {"SG306", "SG307", "SG401", "SG402", "SG403", "SG404", "SG708", "SG709"}
 
 
-def test_the_essential_rules_are_the_seed_rules():
-    """Exactly the embedding-id rule (with its Model Runner V2 form, SG628), the
-    draft-row owner rule and the rules of the hand-overs nothing else checks run by
-    default."""
-    essential = {code for code, rule in contracts.REGISTRY.items()
-                 if rule.depth is contracts.Depth.ESSENTIAL}
-    assert essential == {"SG108", "SG115", "SG301", "SG628"} | HAND_OVER_RULES
-    assert all(contracts.REGISTRY[code].check is not None for code in essential)
+def test_every_value_rule_runs_by_default_unless_it_says_why_not():
+    """The default depth runs every value rule; one kept for full depth states what it
+    costs there, measured, and so does a rule whose check reads further at full depth."""
+    value_rules = [r for r in contracts.REGISTRY.values()
+                   if r.depth is not contracts.Depth.METADATA]
+    assert len(value_rules) > 40
+    full_only = [r.code for r in value_rules if r.depth is contracts.Depth.FULL]
+    assert all(contracts.REGISTRY[code].deeper for code in full_only)
+    for described in (r for r in value_rules if r.deeper):
+        assert re.search(r"\d+(\.\d+)? ?[µm]s", described.deeper), described.code
+    assert "SG110" in {r.code for r in value_rules if r.deeper}
+
+
+def test_a_rule_kept_for_full_depth_must_say_why():
+    """Declaring a full-depth rule without its reason is refused at import."""
+    def check(obj: Any, values: Any) -> None:
+        """Why the rule exists, but not why it waits for full depth."""
+
+    with pytest.raises(ValueError, match="SG999 runs only at full depth: say why in deeper="):
+        contracts.rule("SG999", "a rule without a reason", boundary=contracts.Boundary.SCHEDULE,
+                       applies_to=("ScheduledBatch",), fields=(), bug="none",
+                       depth=contracts.Depth.FULL)(check)
+    assert "SG999" not in contracts.REGISTRY
+
+
+@pytest.mark.parametrize("code", sorted(adapter_examples.EXAMPLES))
+def test_the_default_settings_catch_every_rules_example(code):
+    """Each rule's broken example raises that rule at the default settings, unless the
+    catalogue marks the rule as full-depth only with its measured reason."""
+    rule = contracts.REGISTRY[code]
+    if rule.depth is contracts.Depth.FULL:
+        assert rule.deeper
+        return
+    caught = adapter_examples.example_violation(code, depth=contracts.current_config().depth.value)
+    assert code in caught.codes
 
 
 def test_a_minus_one_draft_is_caught_by_default():
@@ -64,14 +92,33 @@ def test_the_hand_over_rules_catch_their_examples_by_default(code):
     assert caught.value.codes == (code,)
 
 
-def test_full_depth_rules_wait_for_full():
-    """A scheduled token id past the vocabulary (SG112, full depth) passes by default and
-    fails at full."""
+def test_a_scheduled_token_id_past_the_vocabulary_is_caught_by_default():
+    """A scheduled token id past the vocabulary (SG112) reaches the target's embedding:
+    caught at the default depth, not at metadata depth."""
     bad: dict[str, Any] = {"token_ids": np.array([1] * 14 + [999])}
-    build(contracts.ScheduledBatch, **bad)
-    with contracts.checking(depth="full"), pytest.raises(contracts.ContractViolation) as caught:
+    with contracts.checking(depth="metadata"):
+        build(contracts.ScheduledBatch, **bad)
+    with pytest.raises(contracts.ContractViolation) as caught:
         build(contracts.ScheduledBatch, **bad)
     assert caught.value.codes == ("SG112",)
+
+
+def test_a_hole_in_the_middle_of_a_block_table_waits_for_full_depth():
+    """SG110 reads each table's ends by default and every needed block at full depth
+    (its ``deeper``): a -1 between a seq's first and last needed block is found at full
+    depth only, while a table that ends short is found by default."""
+    tables = build(contracts.ScheduledBatch).block_tables  # seq 42 needs blocks 4..8
+    holed = tables.copy()
+    holed[2, 2] = -1
+    build(contracts.ScheduledBatch, block_tables=holed)
+    with contracts.checking(depth="full"), pytest.raises(contracts.ContractViolation) as caught:
+        build(contracts.ScheduledBatch, block_tables=holed)
+    assert caught.value.codes == ("SG110",)
+    short = tables.copy()
+    short[2, 4] = -1
+    with pytest.raises(contracts.ContractViolation) as caught:
+        build(contracts.ScheduledBatch, block_tables=short)
+    assert caught.value.codes == ("SG110",)
 
 
 @pytest.mark.parametrize("cls", [contracts.ModelInput, contracts.DrafterInput],

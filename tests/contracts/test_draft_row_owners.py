@@ -52,14 +52,17 @@ def test_a_stale_row_names_the_seq_it_was_handed_to():
 
 
 def test_rows_for_a_different_set_of_decode_seqs_are_sg115():
-    """is_decode marking four seqs for three rows is caught by default, where SG107 is not."""
-    with pytest.raises(contracts.ContractViolation, match=re.escape(
-            "SG115 draft row i belongs to decode seq i [ScheduledBatch.draft_seq_ids, "
-            "scheduler → runner]: is_decode marks 4 decode seqs for 3 draft rows "
-            "(expected 3 decode seqs; actual 4)")):
+    """is_decode marking four seqs for three rows: SG115 names the rows it cannot pair,
+    next to SG107's count of the phases."""
+    with contracts.checking(collect="all"), pytest.raises(contracts.ContractViolation) as caught:
         build(SB, draft_seq_ids=np.array([40, 42, 44]),
               is_decode=np.array([True, True, True, False, True]),
-              num_scheduled_tokens=np.array([3, 3, 3, 2, 3]))
+              num_scheduled_tokens=np.array([3, 3, 3, 3, 3]))
+    assert caught.value.codes == ("SG107", "SG115")
+    assert caught.value.violations[1].format().startswith(
+        "SG115 draft row i belongs to decode seq i [ScheduledBatch.draft_seq_ids, "
+        "scheduler → runner]: is_decode marks 4 decode seqs for 3 draft rows "
+        "(expected 3 decode seqs; actual 4)")
 
 
 def test_without_draft_seq_ids_the_order_is_not_checked():
@@ -82,6 +85,11 @@ def test_from_mapping_rows_carry_their_seqs_into_the_batch():
     assert contracts.validate(batch, depth="full") == []
 
 
+#: The value rules of the batch that the default depth runs (each queues its verdicts).
+_DEFAULT_RULES = [r for r in contracts.REGISTRY.values()
+                  if "ScheduledBatch" in r.applies_to and r.depth is contracts.Depth.ESSENTIAL]
+
+
 @pytest.fixture
 def device_path(monkeypatch):
     """CPU tensors take the accelerator path: verdicts computed as tensors, read later."""
@@ -90,8 +98,9 @@ def device_path(monkeypatch):
 
 def test_on_a_device_permuted_rows_are_a_deferred_verdict(device_path):
     """On the device path nothing raises at construction; the flush reports SG115."""
+    contracts.flush_deferred(wait=True)
     build(SB, backend="torch", draft_seq_ids=np.array([42, 40, 44]))
-    assert contracts.pending_deferred() == 2  # one verdict per default value rule: SG108, SG115
+    assert contracts.pending_deferred() >= len(_DEFAULT_RULES)  # a verdict or more per rule
     with pytest.raises(contracts.DeferredViolation, match=re.escape(
             "SG115 draft row i belongs to decode seq i [ScheduledBatch.draft_seq_ids, "
             "scheduler → runner]: at batch position 0: draft row belongs to another seq")):
@@ -102,6 +111,6 @@ def test_on_a_device_rows_in_order_leave_a_clean_verdict(device_path):
     """The same batch in order queues its verdicts, and the flush finds nothing."""
     contracts.flush_deferred(wait=True)
     build(SB, backend="torch", draft_seq_ids=np.array([40, 42, 44]))
-    assert contracts.pending_deferred() == 2  # SG108 and SG115
+    assert contracts.pending_deferred() >= len(_DEFAULT_RULES)
     contracts.flush_deferred()
     assert contracts.pending_deferred() == 0

@@ -49,6 +49,7 @@ from specguard.adapters._host import host_array
 from specguard.adapters.engines.atom.layout import AtomLayout
 from specguard.adapters.step_tracker import StepLinks, StepPlan, StepState, StepTracker
 from specguard.contracts import (
+    REGISTRY,
     Boundary,
     Depth,
     DrafterOutput,
@@ -199,7 +200,7 @@ class AtomView:
             "seq_ids": _ids(_read(batch, "req_ids")), "draft_token_ids": draft_token_ids})
         if self.tracker is not None:
             self.tracker.drafted(out)
-            if next_token_ids is not None and current_config().depth is Depth.FULL:
+            if next_token_ids is not None and current_config().depth is not Depth.METADATA:
                 kept = _kept_samples(batch, self.block_size)
                 if kept is not None:
                     self.tracker.record_sampled(out.seq_ids, next_token_ids, kept)
@@ -453,15 +454,19 @@ def _kept_samples(batch: Any, block_size: int) -> np.ndarray | None:
 def _block_tables(tables: Any, context: Any, block_size: int) -> Any:
     """ATOM's block tables as the contract reads them at the current depth.
 
-    At ``metadata`` depth a list of tables is a count: its entries are values (ATOM's
-    Python lists carry no dtype to read without walking them). It reaches the contract
-    as a read-only broadcast of ``-1`` ("not read"), one row per table and as wide as the
-    longest context needs, so SG105 still names a filtered-out seq and messages show the
-    tables' width; a snapshot of a violation holds the tables themselves
-    (:func:`_padded_tables`). At the deeper depths every table is read
-    (:func:`_block_summary`).
+    Where no rule of the depth reads the tables' values (``metadata``; the default
+    depth while SG110 runs at ``full`` only) a list of tables is a count. It reaches the
+    contract as a read-only broadcast of ``-1`` ("not read"), one row per table and as
+    wide as the longest context needs, so SG105 still names a filtered-out seq and
+    messages show the tables' width; a snapshot of a violation holds the tables
+    themselves (:func:`_padded_tables`). At the default depth the tables are first
+    checked to be lists of ids, in one pass (:func:`_ids_listed`), so a malformed one is
+    named there too. Where SG110 runs, every table is read (:func:`_block_summary`).
     """
-    if isinstance(tables, list | tuple) and current_config().depth is Depth.METADATA:
+    depth = current_config().depth
+    read = depth is Depth.FULL or (depth is Depth.ESSENTIAL and _COVERAGE.depth is not Depth.FULL)
+    if isinstance(tables, list | tuple) and not read \
+            and (depth is Depth.METADATA or _ids_listed(tables)):
         # What np.broadcast_to(-1, shape) gives, made by the constructor directly:
         # read-only (its buffer is bytes), every element the one -1.
         return np.ndarray((len(tables), _widest(context, block_size)), dtype=np.int64,
@@ -469,7 +474,25 @@ def _block_tables(tables: Any, context: Any, block_size: int) -> Any:
     return _block_summary(tables, context, block_size)
 
 
+def _ids_listed(tables: list[Any] | tuple[Any, ...]) -> bool:
+    """Whether every table is a non-empty list starting with an id: the one C-level pass
+    the default depth pays while no rule of it reads the tables' values (SG110 runs at
+    ``full``). ``list.__getitem__`` refuses anything but a list, and reading the first
+    entry into int64 refuses what is not an id, so a malformed table is still named
+    (the general reading then leaves it to the contract); a tuple, an empty table or a
+    first entry past int64 also takes the general reading, which knows what they mean.
+    """
+    try:
+        np.fromiter(map(_LIST_ITEM, tables, repeat(0)), dtype=np.int64, count=len(tables))
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return False
+    return True
+
+
 _NOT_READ = np.int64(-1).tobytes()
+#: The rule that reads the tables' values: below its depth, they are only checked to be
+#: tables of ids (:func:`_ids_listed`), not summarised.
+_COVERAGE = REGISTRY["SG110"]
 
 
 def _widest(context: Any, block_size: int) -> int:

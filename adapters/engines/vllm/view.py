@@ -74,6 +74,8 @@ from specguard.contracts.ops import PLACEHOLDER, arange_like
 __all__ = ["KNOWN_VERSIONS", "LATEST", "PLACEHOLDER", "VllmSchedule", "VllmStep", "VllmView",
            "parse_version"]
 
+_count_nonzero = np.count_nonzero
+
 
 
 
@@ -97,11 +99,12 @@ class VllmStep:
     keys, and the entries are read (and checked at the depth then in force) on first use.
     """
 
-    __slots__ = ("_entries", "_read", "draft_width", "req_ids", "tracker_ids")
+    __slots__ = ("_entries", "_listed", "_read", "draft_width", "req_ids", "tracker_ids")
 
     def __init__(self, req_ids: tuple[str, ...], tracker_ids: np.ndarray,
                  read: Callable[[], StepEntries], draft_width: int = 0,
-                 entries: StepEntries | None = None) -> None:
+                 entries: StepEntries | None = None,
+                 listed: np.ndarray | None = None) -> None:
         self.req_ids = req_ids
         """Request ids in batch order: contract seq id ``i`` is ``req_ids[i]``."""
         self.tracker_ids = tracker_ids
@@ -111,6 +114,7 @@ class VllmStep:
         (vLLM 0.33 dynamic K, ``K_t <= mtp_k``) or ``mtp_k``."""
         self._read = read
         self._entries = entries  # None until read
+        self._listed = listed  # the drafts listed per request, when counted without them
 
     def entries(self) -> StepEntries:
         """The per-request entries, read once."""
@@ -126,6 +130,8 @@ class VllmStep:
     @property
     def num_draft_tokens(self) -> np.ndarray:
         """Drafts listed per request (``-1`` placeholders included), 0 when none."""
+        if self._listed is not None:
+            return self._listed
         return self.entries().num_draft_tokens
 
     @property
@@ -213,9 +219,17 @@ class VllmView:
                                    functools.partial(_schedule_fields, scheduler_output, req_ids))
             return kept.run(self._read_entries, scheduler_output, order, counts, drafts)
 
-        if self.tracker is None and current_config().depth is not Depth.FULL:
+        if current_config().depth is Depth.METADATA:
             check_keys(scheduler_output, order, counts, drafts, ordered=req_ids is None)
-            return VllmStep(order, np.arange(len(order)), read, width)
+            if self.tracker is None:
+                return VllmStep(order, np.arange(len(order)), read, width)
+            # At metadata depth the tracker links the steps and keeps their progress, but
+            # compares no drafts: the plan takes the counts and positions, not the lists.
+            step = VllmStep(order, self._stable_ids(order) if order else np.arange(0),
+                            read, width, listed=listed_counts(drafts, order))
+            self.tracker.schedule(self._counted_plan(scheduler_output, step, counts),
+                                  names=_TrackedNames(self._names), forwarded=bool(order))
+            return step
         entries = read()
         # A SchedulerOutput without requests runs no forward: the runner returns early
         # (kv_connector_no_forward under a KV connector) and keeps its previous-step
@@ -257,11 +271,15 @@ class VllmView:
             "vocab_size": self.vocab_size,
             "seq_ids": arange_like(sampled_token_ids, rows_of(sampled_token_ids)),
             "token_ids": sampled_token_ids, "num_accepted": accepted}, names=step.req_ids)
-        if accepted is None or (self.tracker is None
-                                and current_config().depth is not Depth.FULL):
-            return out  # the rows against the step's drafts are full-depth rules
+        full = current_config().depth is not Depth.METADATA  # value rules run
+        if accepted is None or (self.tracker is None and not full):
+            return out  # the rows against the step's drafts are value rules
         host = host_array(accepted)
-        if host is not None:
+        if host is not None and not full:  # the tracker keeps the progress, unchecked
+            if self.tracker is not None and host.shape[0] == len(step.req_ids):
+                decode = step.num_draft_tokens > 0
+                self.tracker.record_accepted(step.tracker_ids[decode], host[decode])
+        elif host is not None:
             positions = np.arange(len(step.req_ids))
             # Under async scheduling the runner fills placeholders with real drafts; in
             # sync mode a -1 slot (0.33's padding) is never a draft the sampler accepts.
@@ -374,6 +392,24 @@ class VllmView:
         self._ids = kept
         self._names = {number: request for request, number in kept.items()}
         return np.array([kept[r] for r in order], dtype=np.int64)
+
+    def _counted_plan(self, output: Any, step: VllmStep, counts: Mapping[Any, Any]
+                      ) -> StepPlan:
+        """The step's plan from the dicts' counts alone (no draft is read): what the
+        tracker keeps below full depth, where no rule compares drafts."""
+        order = step.req_ids
+        listed = step.num_draft_tokens
+        decode = listed > 0
+        num_decode = int(_count_nonzero(decode))
+        before = listed[decode]
+        scheduled = counts_of(in_order(counts, order), order)
+        return StepPlan(
+            mtp_k=self.mtp_k, seq_ids=step.tracker_ids, is_decode=decode,
+            starts=computed_tokens(output, order, unique=self._order == order),
+            num_scheduled=scheduled,
+            draft_token_ids=np.zeros((num_decode, self.mtp_k), dtype=np.int64),
+            num_drafts=np.minimum(before, self.mtp_k),
+            num_before_drafts=np.maximum(scheduled[decode] - before, 0))
 
     def _plan(self, output: Any, step: VllmStep, drafts: Mapping[Any, Any],
               dense: tuple[np.ndarray, np.ndarray | None]) -> StepPlan:

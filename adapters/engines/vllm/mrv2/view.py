@@ -121,7 +121,7 @@ def input_batch_of(input_batch: Any, *, mtp_k: int, vocab_size: int,
         "vocab_size": vocab_size, "num_tokens": num_tokens,
         "seq_ids": arange_like(ids, num_reqs) if _sliceable(ids) else np.arange(num_reqs),
         "input_ids": ids, "query_start_loc": device_starts, "logits_indices": rows,
-        "tail_rows": _tail_rows(rows, starts, cu) if _full_depth() else rows},
+        "tail_rows": _tail_rows(rows, starts, cu) if _value_rules_run() else rows},
         names=req_ids)
     computed = _host(input_batch, "num_computed_tokens_np")
     prefill = _host(input_batch, "prefill_len_np")
@@ -137,7 +137,7 @@ def sampled_of(batch: Mrv2Batch, sampler_output: Any, *, mtp_k: int,
     """Check a ``SamplerOutput``: ``sampled_token_ids``, ``num_sampled``, ``num_rejected``."""
     tokens = getattr(sampler_output, "sampled_token_ids", None)
     logits, mid = batch.num_logits, batch.mid_prefill
-    if _full_depth():
+    if _value_rules_run():
         logits, mid = like(tokens, logits), like(tokens, mid)
     elif tokens is not None and _sliceable(tokens):  # shapes only: built where they live
         logits = arange_like(tokens, len(batch.req_ids))
@@ -197,18 +197,19 @@ def _host(obj: Any, name: str) -> np.ndarray:
     return np.asarray(value) if isinstance(value, np.ndarray) else np.zeros(0, dtype=np.int64)
 
 
-def _full_depth() -> bool:
+def _value_rules_run() -> bool:
     """Whether the value rules that compare device values with host arrays run (SG625,
-    SG629): only then are the host arrays copied to the device."""
+    SG629, at the default depth and at full): only then are the host arrays copied to
+    the device (a few values per request, ``non_blocking``: no wait on the device)."""
     config = current_config()
-    return config.mode is not Mode.OFF and config.depth is Depth.FULL
+    return config.mode is not Mode.OFF and config.depth is not Depth.METADATA
 
 
 def like(reference: Any, host: np.ndarray) -> Any:
     """``host`` on the backend and device of ``reference`` (integers in its dtype).
 
     For a device tensor this is a ``non_blocking`` host-to-device copy of a few values
-    per request, which waits on no kernel; it is made at full depth only.
+    per request, which waits on no kernel; it is made only where value rules run.
     """
     torch = sys.modules.get("torch")
     if torch is None or not isinstance(reference, torch.Tensor):
