@@ -106,10 +106,13 @@ def _rows_of_requests(rows: LogitsRows, values: ValueChecks) -> Finding | None:
         expected="a row of the data, or -1 for none"))
     if found:
         return found
-    found = values.any_true(covered & (counts != drafts + 1), lambda i: Finding(
-        f"the data holds {host_value(counts, i)} rows for it, the logits "
-        f"{host_value(drafts, i) + 1 if host_value(drafts, i) is not None else 'more'}",
-        "row_counts", position=i, expected="1 + num_drafts"))
+    def explain_counts(i: int) -> Finding:
+        drafted = host_value(drafts, i)
+        rows = "another number" if drafted is None else str(drafted + 1)
+        return Finding(f"the data holds {host_value(counts, i)} rows for it, the logits "
+                       f"{rows}", "row_counts", position=i, expected="1 + num_drafts")
+
+    found = values.any_true(covered & (counts != drafts + 1), explain_counts)
     if found:
         return found
     found = values.any_true(~covered & (counts != 0), lambda i: Finding(
@@ -134,7 +137,8 @@ def _overlap(starts: Any, ends: Any, covered: Any, values: ValueChecks) -> Findi
     count = starts.shape[0]
     if count < 2:
         return None
-    past = ends.max() + 1 if count else 0
+    past = ends.max() + 1
+    order: Any
     if array_kind(starts) == "torch":
         import torch
 

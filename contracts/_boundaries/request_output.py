@@ -74,15 +74,10 @@ def _columns(out: RequestOutput) -> Any:
 def _stops(out: RequestOutput) -> Any:
     """``[num_seqs, width]``: where a row holds one of its request's stop ids."""
     tokens, stops = out.token_ids, out.stop_token_ids
-    if stops.shape[1] == 0:
-        return tokens < tokens  # no request has a stop id: nothing is a stop
-    if array_kind(tokens) == "torch":
-        real = stops >= 0
-        return ((tokens[:, :, None] == stops[:, None, :]) & real[:, None, :]).any(dim=2)
-    hits = np.zeros(tokens.shape, dtype=bool)
+    hits = tokens < tokens  # all False, on the tokens' backend and device
     for column in range(stops.shape[1]):  # a few stop ids: one pass each, no 3-D array
         stop = stops[:, column:column + 1]
-        hits |= (tokens == stop) & (stop >= 0)
+        hits = hits | ((tokens == stop) & (stop >= 0))
     return hits
 
 

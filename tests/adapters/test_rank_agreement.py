@@ -147,7 +147,7 @@ _COUNTS = [12, 8, 4, 12]
 
 def _with_counts(**changes_by_rank: dict[str, Any]) -> np.ndarray:
     """The clean rows, every rank carrying ``_COUNTS``, then ``changes_by_rank``."""
-    changes = {f"r{rank}": {"tokens_across_ranks": _COUNTS} for rank in range(4)}
+    changes: dict[str, Any] = {f"r{rank}": {"tokens_across_ranks": _COUNTS} for rank in range(4)}
     for key, change in changes_by_rank.items():
         changes[key] = {**changes[key], **change}
     return rows(**changes)
