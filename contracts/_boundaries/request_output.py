@@ -13,8 +13,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from specguard.contracts._boundaries._backend_neutral import (
     arange_like,
     host_value,
