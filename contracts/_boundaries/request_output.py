@@ -162,9 +162,9 @@ def _nothing_after_stop(out: RequestOutput, values: ValueChecks) -> Finding | No
 @rule("SG403", "no request is given more than max_new_tokens",
       boundary=Boundary.OUTPUT, applies_to=_OUTPUT,
       fields={"num_emitted", "num_generated", "max_new_tokens"},
-      bug="SGLang #33758: a multi-token accept run crossed max_new_tokens and the request "
-      "was given the whole run; vLLM's per-request draft trim exists because a decode "
-      "span of k + 1 tokens overshoots the limit.", depth=Depth.ESSENTIAL)
+      bug="SGLang #33758: a multi-token accept run that crossed max_new_tokens had to be "
+      "capped at the limit, or the request was given more than it asked for.",
+      depth=Depth.ESSENTIAL)
 def _within_limit(out: RequestOutput, values: ValueChecks) -> Finding | None:
     """A step may confirm up to ``mtp_k + 1`` tokens of a request that needs only one
     more: everything past the limit is cut. A request given more than it asked for
@@ -180,15 +180,14 @@ def _within_limit(out: RequestOutput, values: ValueChecks) -> Finding | None:
       boundary=Boundary.OUTPUT, applies_to=_OUTPUT,
       fields={"finished", "token_ids", "num_emitted", "num_generated", "max_new_tokens",
               "stop_token_ids"},
-      bug="vLLM #41493 (discussion): a stop at a draft position must end the request "
-      "there; SGLang #31599: a stop inside the accepted block finished with the wrong "
-      "reason.", depth=Depth.ESSENTIAL)
+      bug="SGLang #31599: a stop inside a speculative accept run was hidden by the length "
+      "check, so the request finished for the wrong reason, after tokens past its stop.",
+      depth=Depth.ESSENTIAL)
 def _finished(out: RequestOutput, values: ValueChecks) -> Finding | None:
     """A request given its stop token, or its last allowed token, is done: left
     running, it is scheduled again, generates past its end and holds its KV blocks."""
     last = _columns(out) == (out.num_emitted[:, None] - 1)
-    hit_stop = (_stops(out) & last).any(1) if array_kind(last) == "torch" \
-        else (_stops(out) & last).any(axis=1)
+    hit_stop = (_stops(out) & last).any(1)
     hit_limit = out.num_generated + out.num_emitted >= out.max_new_tokens
     done = (hit_stop | hit_limit) & (out.num_emitted > 0)
 
