@@ -423,13 +423,16 @@ def _rule_section(rule: sg.Rule, page: str) -> str:
         _checked_on(rule, page), fields or "—",
     )])
     bug = _indent(" ".join(rule.bug.split()))
-    return "\n".join([
+    deeper = (f'!!! note "At full depth"\n\n{_indent(" ".join(rule.deeper.split()))}\n'
+              if rule.deeper else "")
+    return "\n".join(part for part in [
         f"### {rule.code} · {rule.title} {{ #{rule.code.lower()} }}\n",
         f"{facts}\n",
         f"{' '.join(rule.why.split())}\n",
+        deeper,
         f'!!! bug "The bug it stops"\n\n{bug}\n',
         example_block(rule.code),
-    ])
+    ] if part)
 
 
 def rule_catalogue(page: str = RULES_PAGE) -> str:

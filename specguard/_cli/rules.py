@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps([
             {"code": r.code, "title": r.title, "boundary": r.boundary.value,
              "depth": r.depth.value, "applies_to": list(r.applies_to), "why": r.why,
-             "bug": r.bug}
+             "bug": r.bug, "at_full_depth": r.deeper or None}
             for r in rules
         ], indent=2, ensure_ascii=False))
         return 0
@@ -45,4 +45,6 @@ def run(args: argparse.Namespace) -> int:
         if verbose:
             print(f"        why: {' '.join(r.why.split())}")
             print(f"        bug: {r.bug}")
+            if r.deeper:
+                print(f"        at full depth: {' '.join(r.deeper.split())}")
     return 0

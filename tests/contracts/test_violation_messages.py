@@ -119,3 +119,23 @@ def test_rules_command_explains_the_codes_a_pointer_names(capsys):
     assert out[1].startswith("        why: ") and out[2].startswith("        bug: ATOM #1444")
     assert main(["rules", "SG999"]) == 2
     assert "no rule SG999" in capsys.readouterr().err
+
+
+def test_rules_command_says_what_full_depth_adds_to_a_rule(capsys):
+    """A rule that reads further at full depth says so, with its cost; one that does not
+    prints no such line (and its JSON entry holds None)."""
+    import json
+
+    from specguard.cli import main
+
+    assert main(["rules", "SG110"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[3].startswith("        at full depth: The default depth reads each seq's "
+                             "first and last needed block")
+    assert "µs" in out[3]
+    assert main(["rules", "SG101"]) == 0
+    assert not any("at full depth" in line for line in capsys.readouterr().out.splitlines())
+    assert main(["rules", "SG101", "SG110", "--json"]) == 0
+    entries = {e["code"]: e for e in json.loads(capsys.readouterr().out)}
+    assert entries["SG101"]["at_full_depth"] is None
+    assert entries["SG110"]["at_full_depth"] == contracts.REGISTRY["SG110"].deeper

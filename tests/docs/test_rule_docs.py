@@ -144,3 +144,10 @@ def test_catalogue_says_which_rules_run_by_default(catalogue, code):
     section = _section(catalogue, code)
     by_default = rule.depth is not contracts.Depth.FULL
     assert ("checked by default" in section) is by_default
+
+
+def test_a_rule_that_reads_further_at_full_depth_says_what_in_its_section(catalogue):
+    """SG110's section carries its "At full depth" note; a rule without one has none."""
+    assert '!!! note "At full depth"' in _section(catalogue, "SG110")
+    assert "480 µs" in _section(catalogue, "SG110")
+    assert "At full depth" not in _section(catalogue, "SG101")
