@@ -36,6 +36,10 @@ from specguard.adapters.engines.atom.install import install as install_atom
 from specguard.adapters.engines.atom.install import installed as atom_installed
 from specguard.adapters.engines.atom.install import uninstall as uninstall_atom
 from specguard.adapters.engines.atom.view import AtomView as AtomView
+from specguard.adapters.engines.sglang.install import install as install_sglang
+from specguard.adapters.engines.sglang.install import installed as sglang_installed
+from specguard.adapters.engines.sglang.install import uninstall as uninstall_sglang
+from specguard.adapters.engines.sglang.view import SglangView as SglangView
 from specguard.adapters.engines.vllm.install import install as install_vllm
 from specguard.adapters.engines.vllm.install import installed as vllm_installed
 from specguard.adapters.engines.vllm.install import uninstall as uninstall_vllm
@@ -64,6 +68,7 @@ __all__ = [
     "Mrv2View",
     "RankAgreement",
     "RankStep",
+    "SglangView",
     "SnapshotError",
     "StepLinks",
     "StepPlan",
@@ -78,9 +83,12 @@ __all__ = [
     "guard_runner",
     "guard_scheduler",
     "install_atom",
+    "install_sglang",
     "install_vllm",
     "is_guarded",
+    "sglang_installed",
     "uninstall_atom",
+    "uninstall_sglang",
     "uninstall_vllm",
     "unwrap",
     "vllm_installed",

@@ -2,7 +2,8 @@
 
 The step tracker derives these small host objects from the previous step's state and the
 objects crossing now, and builds them, which validates them like any boundary object:
-by mode, at full depth, naming the seq and its batch position. Rules SG601-SG608.
+by mode, at each rule's depth, naming the seq and its batch position. Rules
+SG601-SG608.
 """
 
 from __future__ import annotations
@@ -12,19 +13,22 @@ from typing import Any, cast
 import numpy as np
 
 from specguard.contracts import (
+    REGISTRY,
     Array,
     Bool,
     Boundary,
     BoundaryObject,
+    Depth,
     Finding,
     Index,
     ValueChecks,
     boundary_object,
+    current_config,
     rule,
 )
 from specguard.contracts.ops import host_value
 
-__all__ = ["DraftRows", "RecomputedTokens", "StepTransition", "VerifyRows"]
+__all__ = ["DraftRows", "RecomputedTokens", "StepTransition", "VerifyRows", "runs"]
 
 
 @boundary_object(Boundary.SCHEDULE, minimums={"mtp_k": 1})
@@ -319,3 +323,21 @@ def _recomputed(tokens: RecomputedTokens, values: ValueChecks) -> Finding | None
         f"{host_value(tokens.emitted, i)}", "token_positions",
         position=host_value(tokens.positions, i), seq_id=host_value(tokens.seq_ids, i),
         expected=str(host_value(tokens.emitted, i)), actual=str(host_value(tokens.fed, i))))
+
+
+def runs(*codes: str) -> bool:
+    """Whether any of the rules ``codes`` runs at the current depth: the tracker builds an
+    object, and keeps what it needs, only for rules that will read it."""
+    depth = current_config().depth
+    if depth is Depth.FULL:
+        return True
+    return depth is Depth.ESSENTIAL and any(
+        REGISTRY[code].depth is Depth.ESSENTIAL for code in codes)
+
+
+#: The rules of each object the tracker builds, and of what it remembers.
+TRANSITION = ("SG601", "SG602", "SG603", "SG607")
+VERIFY = ("SG604", "SG605")
+DRAFTER = ("SG606",)
+PROGRESS = ("SG601",)
+RECOMPUTE = ("SG608",)

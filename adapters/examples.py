@@ -20,6 +20,7 @@ import numpy as np
 
 from specguard import contracts as sg
 from specguard.adapters.engines.atom.view import AtomView
+from specguard.adapters.engines.sglang.view import SglangView
 from specguard.adapters.engines.vllm.mrv2.view import Mrv2View
 from specguard.adapters.engines.vllm.view import VllmView
 from specguard.adapters.ranks import RankStep, check_ranks
@@ -212,6 +213,85 @@ def _mrv2_sampled(**changes: Any) -> SimpleNamespace:
     return SimpleNamespace(**fields)
 
 
+def _sglang_reqs(*finished: bool) -> list[SimpleNamespace]:
+    return [SimpleNamespace(rid=rid, finished=lambda f=f: f, is_chunked=0)
+            for rid, f in zip(("req-a", "req-b"), finished or (False, False), strict=True)]
+
+
+def _sglang_decode(**changes: Any) -> SimpleNamespace:
+    """SGLang's decode ``ScheduleBatch`` on entry to ``forward_batch_generation``: req-a at
+    length 5 and req-b at length 3, their ``EagleDraftInput`` rows from the draft extend."""
+    spec = {"verified_id": np.array([31, 41], dtype=np.int32),
+            "topk_index": np.array([[32], [42]]), "topk_p": np.ones((2, 1), np.float32),
+            "hidden_states": np.zeros((2, 8), np.float32)}
+    spec.update(changes)
+    return SimpleNamespace(reqs=_sglang_reqs(), forward_mode=SimpleNamespace(name="DECODE"),
+                           seq_lens=_ids(5, 3), seq_lens_cpu=_ids(5, 3),
+                           req_pool_indices=_ids(1, 2), spec_info=SimpleNamespace(**spec))
+
+
+def _sglang_verify_input(**changes: Any) -> SimpleNamespace:
+    """The ``EagleVerifyInput`` that ``draft()`` returns for :func:`_sglang_decode`: three
+    draft steps, one chain of four tokens per request."""
+    fields: dict[str, Any] = {
+        "draft_token": np.array([31, 32, 33, 34, 41, 42, 43, 44]),
+        "positions": np.array([5, 6, 7, 8, 3, 4, 5, 6]),
+        "retrive_index": np.array([[0, 1, 2, 3], [4, 5, 6, 7]]),
+        "retrive_next_token": np.array([[1, 2, 3, -1], [1, 2, 3, -1]]),
+        "retrive_next_sibling": np.full((2, 4), -1), "spec_steps": _MTP_K, "topk": 1,
+        "draft_token_num": _MTP_K + 1}
+    fields.update(changes)
+    return SimpleNamespace(**fields)
+
+
+def _sglang_verify_output(**changes: Any) -> SimpleNamespace:
+    """The ``EagleVerifyOutput``: req-a accepts two drafts, req-b three."""
+    nxt: dict[str, Any] = {"accept_length_cpu": [2, 3],
+                           "verified_id": np.array([32, 33, 99, 42, 43, 44, 7], np.int32),
+                           "hidden_states": np.zeros((7, 8), np.float32)}
+    nxt.update(changes.pop("draft_input", {}))
+    fields: dict[str, Any] = {"accept_length_per_req_cpu": [2, 3],
+                              "verified_id": np.array([32, 33, 99, 42, 43, 44, 7], np.int32),
+                              "draft_input": SimpleNamespace(**nxt)}
+    fields.update(changes)
+    return SimpleNamespace(**fields)
+
+
+def _sglang_draft_extend(**changes: Any) -> SimpleNamespace:
+    """The batch after ``forward_draft_extend_after_decode``: both requests re-fed their
+    accepted tokens and bonus, their next chains starting from the bonus."""
+    spec = {"positions": np.array([5, 6, 7, 3, 4, 5, 6]),
+            "verified_id": np.array([99, 7], dtype=np.int32),
+            "seq_lens_for_draft_extend_cpu": _ids(8, 7), "topk_index": np.array([[1], [2]])}
+    spec.update(changes)
+    return SimpleNamespace(reqs=_sglang_reqs(), spec_info=SimpleNamespace(**spec),
+                           input_ids=np.array([32, 33, 99, 42, 43, 44, 7], np.int32))
+
+
+def _sglang(*, decode: SimpleNamespace | None = None,
+            verify_input: SimpleNamespace | None = None,
+            verify_output: SimpleNamespace | None = None,
+            extend: SimpleNamespace | None = None, previous: Any = None) -> None:
+    """One SGLang decode step through a :class:`SglangView` (``previous``: the tokens the
+    requests' prefill sampled, fed as the step before)."""
+    view = SglangView(spec_steps=_MTP_K, vocab_size=_VOCAB, tracker=StepTracker())
+    if previous is not None:
+        prefill = SimpleNamespace(
+            reqs=_sglang_reqs(), forward_mode=SimpleNamespace(name="EXTEND"),
+            input_ids=np.arange(10, 18), extend_lens=[5, 3], prefix_lens=[0, 0],
+            out_cache_loc=np.arange(1, 9))
+        view.schedule(prefill)
+        view.draft_prefill(prefill, np.array(previous))
+    batch = decode or _sglang_decode()
+    view.schedule(batch)
+    view.drafted(batch, verify_input or _sglang_verify_input())
+    verified = SimpleNamespace(reqs=_sglang_reqs(False, False))
+    view.verified(verified, verify_input or _sglang_verify_input(),
+                  verify_output or _sglang_verify_output(),
+                  SimpleNamespace(out_cache_loc=np.arange(9, 17)))
+    view.draft_extend(extend or _sglang_draft_extend())
+
+
 def _ranks(rank: int = 3, **changes: Any) -> None:
     """Four data-parallel ranks at step 5 (rank 2 idle), with ``changes`` on ``rank``'s row."""
     steps = [RankStep(5, _MTP_K, 12, 12, False, 4, [0, 4, 8]),
@@ -300,6 +380,37 @@ _ADAPTER_EXAMPLES = (
             "(`Mrv2View.drafted`)",
             lambda: _mrv2(_mrv2_input_batch(), num_speculative_tokens=2,
                           drafts=np.array([[7, 8, -1], [9, -1, -1]]))),
+    Example("SG640", "SGLang's draft input keeping a third row, of a retracted request, "
+            "for a batch of two (`SglangView.schedule`)",
+            lambda: _sglang(decode=_sglang_decode(
+                verified_id=np.array([31, 41, 51], dtype=np.int32)))),
+    Example("SG641", "req-b's tree row pointing at req-a's draft tokens "
+            "(`SglangView.drafted`)",
+            lambda: _sglang(verify_input=_sglang_verify_input(
+                retrive_index=np.array([[0, 1, 2, 3], [0, 1, 2, 3]])))),
+    Example("SG642", "req-b's chain placed one position past its length "
+            "(`SglangView.drafted`)",
+            lambda: _sglang(verify_input=_sglang_verify_input(
+                positions=np.array([5, 6, 7, 8, 4, 5, 6, 7])))),
+    Example("SG643", "req-b's verify row starting from req-a's verified id "
+            "(`SglangView.drafted`)",
+            lambda: _sglang(verify_input=_sglang_verify_input(
+                draft_token=np.array([31, 32, 33, 34, 31, 42, 43, 44])))),
+    Example("SG644", "req-b's accept length counting the bonus token, v2's convention "
+            "in the v1 worker (`SglangView.verified`)",
+            lambda: _sglang(verify_output=_sglang_verify_output(
+                accept_length_per_req_cpu=[2, 4]))),
+    Example("SG645", "the next draft input holding the two requests' rows in the "
+            "other order (`SglangView.verified`)",
+            lambda: _sglang(verify_output=_sglang_verify_output(
+                draft_input={"accept_length_cpu": [3, 2]}))),
+    Example("SG646", "req-b's accepted tokens re-fed one position late at draft extend "
+            "(`SglangView.draft_extend`)",
+            lambda: _sglang(extend=_sglang_draft_extend(
+                positions=np.array([5, 6, 7, 4, 5, 6, 7])))),
+    Example("SG647", "req-a handed req-b's draft row after a filter that kept the first "
+            "rows (`SglangView.schedule`, the step after the prefill)",
+            lambda: _sglang(previous=[41, 31])),
     Example("SG701", "rank 1's own batch broke SG101 in the previous step (`check_ranks`)",
             lambda: _ranks(1, stopped=101)),
     Example("SG702", "idle rank 2 skipped a step without joining its collectives "

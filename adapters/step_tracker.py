@@ -15,8 +15,9 @@ previous step only) and feeds each relation to a rule (SG601-SG607)::
         tracker.drafted(drafter_output)      # rows follow the batch; drafts remembered
 
 Relations are value checks: they run whenever value rules do (the default depth and
-full). Values on an accelerator are read only under ``device_values="sync"``; otherwise
-the seqs concerned are not checked.
+full), each at its rule's depth, and the tracker keeps what a rule reads (the per-seq
+memory, the token history) only where that rule runs. Values on an accelerator are read
+only under ``device_values="sync"``; otherwise the seqs concerned are not checked.
 """
 
 from __future__ import annotations
@@ -31,13 +32,23 @@ from specguard.adapters._build import build
 from specguard.adapters._host import host_array
 from specguard.adapters._seq_memory import DEFAULT_MAX_BYTES, SeqMemory
 from specguard.adapters._step_plan import UNKNOWN, IdLookup, StepLinks, StepPlan, rows_in
-from specguard.adapters._step_rules import DraftRows, RecomputedTokens, StepTransition, VerifyRows
+from specguard.adapters._step_rules import (
+    DRAFTER,
+    PROGRESS,
+    RECOMPUTE,
+    TRANSITION,
+    VERIFY,
+    DraftRows,
+    RecomputedTokens,
+    StepTransition,
+    VerifyRows,
+    runs,
+)
 from specguard.contracts import (
     Array,
     Bool,
     Boundary,
     BoundaryObject,
-    Depth,
     DrafterOutput,
     Index,
     Mode,
@@ -155,7 +166,7 @@ class StepTracker:
             self._previous = self._current.state()
             self._previous_lookup = self._current.lookup
             self._current = None
-            if current_config().depth is not Depth.METADATA:
+            if runs(*PROGRESS, *RECOMPUTE):
                 _remember(self._memory, self._previous)
         return self._previous
 
@@ -194,13 +205,14 @@ class StepTracker:
         if current_config().mode is Mode.OFF or plan is None or not plan.is_sound():
             self.reset()
             return StepLinks(np.zeros(0, dtype=np.int64))
-        full = current_config().depth is not Depth.METADATA  # value rules run
-        if not full:
-            self._memory.clear()  # progress seen at metadata depth is not remembered
+        related = runs(*TRANSITION)
+        remembers = runs(*PROGRESS, *RECOMPUTE)
+        if not remembers:
+            self._memory.clear()  # progress seen where no rule reads it is not remembered
         links = self.links(plan.seq_ids)
         previous = self._previous
         rows = _refilled_rows(refilled, plan)
-        if previous is not None and full:
+        if previous is not None and related:
             remembered = _remembered(plan.seq_ids, links.prev_rows, self._moved_since)
             ends = np.full(remembered.shape[0], UNKNOWN, dtype=np.int64)
             if remembered.any():
@@ -209,7 +221,7 @@ class StepTracker:
             build(StepTransition, _transition(previous, plan, links, rows, self.progress,
                                               self.whole_proposals, remembered, ends),
                   state=previous, names=names)
-        if full:
+        if runs(*RECOMPUTE):
             recomputed = _recomputed(plan, self._memory)
             if recomputed is not None:
                 build(RecomputedTokens, recomputed, state=previous, names=names)
@@ -220,7 +232,7 @@ class StepTracker:
             prefill = ~plan.is_decode
             if prefill.any():  # a chunk that ran moved its seq on all the same
                 self._moved_since.append(plan.seq_ids[prefill].astype(np.int64))
-                if full:
+                if remembers:
                     self._memory.advance(plan.seq_ids[prefill].astype(np.int64),
                                          plan.starts[prefill].astype(np.int64),
                                          plan.num_scheduled[prefill].astype(np.int64))
@@ -233,10 +245,9 @@ class StepTracker:
 
     def verified(self, out: VerifyOutput) -> None:
         """Check the verifier's rows against the step in flight; remember accepted counts
-        and, whenever value rules run, the tokens each row emitted (what a recompute must
-        re-feed)."""
+        and, where SG608 runs, the tokens each row emitted (what a recompute must re-feed)."""
         self.verify_rows(out.seq_ids, out.num_accepted)
-        if current_config().depth is not Depth.METADATA:
+        if runs(*RECOMPUTE):
             self.record_emitted(out.seq_ids, out.token_ids, out.num_accepted)
 
     def record_emitted(self, seq_ids: Any, token_ids: Any, num_accepted: Any) -> None:
@@ -266,12 +277,13 @@ class StepTracker:
         next token goes. ``kept`` marks, per row, the samples the engine keeps as that
         token (ATOM: a chunk that ends the prompt; the sample of a middle chunk is
         dropped); None keeps every prefill row's. Decode rows are left to
-        :meth:`record_emitted`. Full depth only: with the verifier's rows, this makes the
-        memory hold every token the engine sampled, so a recompute that re-feeds anything
-        else at such a position (a placeholder where the prefill's sample belongs) is SG608.
+        :meth:`record_emitted`. Where SG608 runs: with the verifier's rows,
+        this makes the memory hold every token the engine sampled, so a recompute that
+        re-feeds anything else at such a position (a placeholder where the prefill's
+        sample belongs) is SG608.
         """
         step = self._current
-        if step is None or current_config().depth is Depth.METADATA:
+        if step is None or not runs(*RECOMPUTE):
             return
         ids, tokens = host_array(seq_ids), host_array(token_ids)
         keep = host_array(kept) if kept is not None else None
@@ -299,7 +311,7 @@ class StepTracker:
             return
         plan = step.plan
         decode = np.flatnonzero(plan.is_decode)
-        if current_config().depth is not Depth.METADATA:
+        if runs(*VERIFY):
             build(VerifyRows, {
                 "batch_ids": plan.seq_ids[decode], "positions": decode,
                 "num_drafts": plan.num_drafts, "seq_ids": ids, "num_accepted": accepted,
@@ -330,7 +342,7 @@ class StepTracker:
             return
         if drafts.ndim != 2 or drafts.shape[0] != ids.shape[0]:
             return
-        if current_config().depth is not Depth.METADATA:
+        if runs(*DRAFTER):
             build(DraftRows, {"batch_ids": step.plan.seq_ids, "seq_ids": ids},
                   state=self._previous, names=names)
         if drafts.shape[1] != step.plan.mtp_k or not np.issubdtype(drafts.dtype, np.integer):

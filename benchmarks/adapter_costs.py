@@ -3,9 +3,10 @@
 Core validation is measured against the floor in :mod:`specguard.benchmarks.suite`; this
 module measures what sits around it, each against the validation it feeds:
 
-* **engine views** (ATOM's ``ScheduledBatch``, vLLM's ``SchedulerOutput``) at B decode
-  seqs, per depth, with a StepTracker and without: the view's call against what the
-  engine itself must read of the same object (its engine-read floor);
+* **engine views** (ATOM's ``ScheduledBatch``, vLLM's ``SchedulerOutput``, SGLang's
+  decode ``ScheduleBatch`` with its ``EagleDraftInput``) at B decode seqs, per depth,
+  with a StepTracker and without: the view's call against what the engine itself must
+  read of the same object (its engine-read floor);
 * **``DraftTokens.from_mapping``** from the engines' forms (a dict of lists, a dict of
   arrays, a dense ``(n, k)`` array with the ids of the seqs that have rows) against one
   plain ``np.array`` of the same rows;
@@ -26,6 +27,7 @@ import sys
 import tempfile
 from collections.abc import Callable
 from itertools import chain, repeat
+from operator import attrgetter
 from types import SimpleNamespace
 from typing import Any
 
@@ -36,7 +38,7 @@ from specguard.benchmarks.timing import Case, interleave
 from specguard.benchmarks.workload import BLOCK_SIZE, MTP_K, VOCAB_SIZE
 
 __all__ = ["WITH_TRACKER", "atom_batch", "engine_floor", "from_mapping_costs", "import_cost",
-           "scheduler_output", "view_costs"]
+           "scheduler_output", "sglang_batch", "view_costs"]
 
 _US = 1e6
 _CONTEXT = 1024
@@ -87,6 +89,23 @@ def scheduler_output(size: int, *, seed: int = 0) -> SimpleNamespace:
         scheduled_spec_decode_tokens=dict(zip(requests, drafts, strict=True)))
 
 
+def sglang_batch(size: int, *, seed: int = 0) -> SimpleNamespace:
+    """An SGLang decode ``ScheduleBatch`` of ``size`` requests as ``forward_batch_generation``
+    receives it: ``Req`` objects with their ``rid``, and the ``EagleDraftInput`` rows (topk
+    1) the last draft extend left for them."""
+    rng = np.random.default_rng(seed)
+    lens = rng.integers(MTP_K + 1, _CONTEXT, size)
+    spec = SimpleNamespace(
+        verified_id=rng.integers(0, VOCAB_SIZE, size).astype(np.int32),
+        topk_index=rng.integers(0, VOCAB_SIZE, (size, 1)),
+        topk_p=np.ones((size, 1), dtype=np.float32),
+        hidden_states=np.zeros((size, 16), dtype=np.float32))
+    return SimpleNamespace(
+        reqs=[SimpleNamespace(rid=f"req-{i}") for i in range(size)],
+        forward_mode=SimpleNamespace(name="DECODE"), seq_lens=lens, seq_lens_cpu=lens,
+        req_pool_indices=np.arange(size), spec_info=spec)
+
+
 def _config(depth: str) -> contracts.Config:
     return contracts.Config(mode=contracts.Mode.STRICT, depth=contracts.Depth(depth))
 
@@ -108,13 +127,15 @@ def _views(size: int, *, tracked: bool = False,
     step: the steady state of the scheduler hand-over, with no verify or draft hand-over
     in between (those are the runner's, and are not timed here).
     """
-    from specguard.adapters import AtomView, StepTracker, VllmView
+    from specguard.adapters import AtomView, SglangView, StepTracker, VllmView
 
-    batch, output = atom_batch(size), scheduler_output(size)
+    batch, output, decode = atom_batch(size), scheduler_output(size), sglang_batch(size)
     atom = AtomView(mtp_k=MTP_K, vocab_size=VOCAB_SIZE, block_size=BLOCK_SIZE,
                     tracker=StepTracker() if tracked else None)
     vllm = VllmView(mtp_k=MTP_K, vocab_size=VOCAB_SIZE,
                     tracker=StepTracker() if tracked else None)
+    sglang = SglangView(spec_steps=MTP_K, vocab_size=VOCAB_SIZE,
+                        tracker=StepTracker() if tracked else None)
     suffix = WITH_TRACKER if tracked else ""
 
     def atom_objects() -> tuple[Any, ...]:
@@ -123,8 +144,12 @@ def _views(size: int, *, tracked: bool = False,
     def vllm_objects() -> tuple[Any, ...]:
         return (vllm.schedule(output).draft_tokens,)
 
+    def sglang_objects() -> tuple[Any, ...]:
+        return (sglang.schedule(decode),)
+
     return {"ATOM" + suffix: (lambda: atom(batch), atom_objects),
-            "vLLM" + suffix: (lambda: vllm.schedule(output), vllm_objects)}
+            "vLLM" + suffix: (lambda: vllm.schedule(output), vllm_objects),
+            "SGLang" + suffix: (lambda: sglang.schedule(decode), sglang_objects)}
 
 
 def engine_floor(view: str, size: int) -> Callable[[], Any]:
@@ -136,11 +161,17 @@ def engine_floor(view: str, size: int) -> Callable[[], Any]:
       that attention reads (``(batch, max blocks)``, as the runner builds it);
     * vLLM: the request order, the per-request scheduled counts, the spec tokens
       flattened in that order, and each request's ``num_computed_tokens`` (what
-      ``_update_states`` and ``_prepare_inputs`` copy into the input batch).
+      ``_update_states`` and ``_prepare_inputs`` copy into the input batch);
+    * SGLang: each ``Req``'s ``rid``, in ``batch.reqs`` order (the batch's tensors are
+      arrays already: the engine reads them where they are).
 
     The same floor serves every depth, with a tracker or without: the engine pays it
     anyway.
     """
+    if view == "SGLang":
+        reqs = sglang_batch(size).reqs
+        rid = attrgetter("rid")
+        return lambda: tuple(map(rid, reqs))
     if view == "ATOM":
         batch = atom_batch(size)
         ids, tables = batch.req_ids, batch.block_tables
@@ -176,7 +207,7 @@ def view_costs(size: int, depths: tuple[str, ...], *, repeats: int, target_s: fl
     floor (:func:`engine_floor`), with the validation of what it built for scale."""
     found = []
     views = [*_views(size).items(), *_views(size, tracked=True).items()]
-    floors = {name: engine_floor(name, size) for name in ("ATOM", "vLLM")}
+    floors = {name: engine_floor(name, size) for name in ("ATOM", "vLLM", "SGLang")}
     for name, (call, objects) in views:
         for depth in depths:
             config = _config(depth)

@@ -8,7 +8,7 @@ the batch's :class:`specguard.contracts.ScheduledBatch`, and the runner builds `
 one validates it). ``specguard.contracts.flush_deferred`` reads device verdicts at the end of each
 step, the point where the previous step's outputs reach the host anyway.
 
-At full depth each forward is also checked against the one before it (where every seq
+From the default depth on, each forward is also checked against the one before it (where every seq
 resumes, which drafts it carries, whose rows the verifier and drafter return) by an
 ``specguard.adapters.StepTracker``, when the forward's outputs reach the host: during the next step,
 before the scheduler sees them (see :mod:`specguard.runner.step_relations`).
@@ -84,14 +84,19 @@ class RunResult:
 
 
 class Engine:
-    """Scheduler, model runner and model, wired for greedy MTP speculative decoding."""
+    """Scheduler, model runner and model, wired for greedy MTP speculative decoding.
+
+    From the default depth on, each forward is related to the one before it by a
+    ``StepTracker`` (SG601-SG607); ``step_tracker=False`` leaves that out.
+    """
 
     def __init__(self, config: EngineConfig | None = None, *, fault: str | None = None,
-                 model: TinyLM | None = None) -> None:
+                 model: TinyLM | None = None, step_tracker: bool = True) -> None:
         self.config = config or EngineConfig()
         self.model = model or TinyLM(self.config.model, self.config.device)
         self.scheduler = Scheduler(self.config, fault)
-        self.runner = ModelRunner(self.config, self.model, fault)
+        # step_tracker=False: no forward is recorded or related to the one before it.
+        self.runner = ModelRunner(self.config, self.model, fault, relations=step_tracker)
         self.stats = RunStats()
         self.tracker: StepTracker | None = None
         """Relates each forward to the previous one; exists only while relations are checked."""

@@ -97,8 +97,11 @@ class _DecodeLayout:
 class ModelRunner:
     """Runs one step on the device; returns the previous step's outputs."""
 
-    def __init__(self, config: EngineConfig, model: TinyLM, fault: str | None = None) -> None:
+    def __init__(self, config: EngineConfig, model: TinyLM, fault: str | None = None, *,
+                 relations: bool = True) -> None:
         self.config = config
+        self.relations = relations
+        """Whether forwards are recorded for the step tracker (where a step rule runs)."""
         self.model = model
         self.mtp_k = config.mtp_k
         self.device = model.device
@@ -133,7 +136,7 @@ class ModelRunner:
                                vocab_size=self.model.vocab_size)
         drafts = self.drafter.propose(inputs, hidden)
         trace = (CLOCK.checking(self._trace, scheduled, decode, model_input, sampled, drafts)
-                 if recording() else None)
+                 if self.relations and recording() else None)
         previous = self._in_flight
         self._in_flight = _InFlight(scheduled.seq_ids.copy(), scheduled.is_decode.copy(),
                                     sampled.num_drafts, sampled.tokens, next_tokens,

@@ -29,11 +29,18 @@ _PACKED = ("starts", "carried", "verify_ids", "num_accepted", "drafter_ids")
 
 
 def recording() -> bool:
-    """Whether the current settings check step relations (contracts on, value rules on:
-    the default depth and full)."""
+    """Whether the current settings check step relations: contracts on, at a depth where
+    one of the tracker's rules runs (from the default depth on)."""
     settings = contracts.current_config()
-    return settings.mode is not contracts.Mode.OFF \
-        and settings.depth is not contracts.Depth.METADATA
+    if settings.mode is contracts.Mode.OFF or settings.depth is contracts.Depth.METADATA:
+        return False
+    return settings.depth is contracts.Depth.FULL or any(
+        contracts.REGISTRY[code].depth is contracts.Depth.ESSENTIAL for code in _RULES)
+
+
+#: The rules the tracker checks a forward with (SG608's recompute history needs the
+#: scheduler's token stream, which the engine's trace does not record).
+_RULES = ("SG601", "SG602", "SG603", "SG604", "SG605", "SG606", "SG607")
 
 
 @dataclass(frozen=True)

@@ -95,6 +95,28 @@ def test_install_checks_every_batch_verify_and_draft_of_a_clean_run():
     assert (last.advance >= 1).all()  # and the sampler's accepted counts
 
 
+def test_install_without_a_tracker_checks_each_object_alone():
+    """tracker=False leaves the step tracker out: the same run passes, and nothing is
+    related from step to step."""
+    batches, runner = _steps("042e8f1c0", "prefix-cache-hit")
+    with contracts.checking(mode="strict"):
+        view = install_atom(runner, tracker=False)
+        assert view.tracker is None
+        assert [runner.forward(batch) for batch in batches] == ["output"] * len(batches)
+
+
+def test_install_relates_the_steps_at_the_default_depth():
+    """The default install has a tracker, and at the default depth it sees every step."""
+    batches, runner = _steps("042e8f1c0", "prefix-cache-hit")
+    with contracts.checking(mode="strict"):
+        view = install_atom(runner)
+        for batch in batches:
+            runner.forward(batch)
+    assert view.tracker is not None
+    last = view.tracker.close()
+    assert last is not None and last.drafted.all() and (last.advance >= 1).all()
+
+
 def test_install_refuses_the_seed_batch_before_the_runner_sees_it():
     """80b5b02be's [2 | 0 1] with two host rows: SG101 at forward(), nothing forwarded."""
     batches, runner = _steps("80b5b02be", "partial-prefill-requeue")

@@ -135,6 +135,14 @@ def test_installed_runner_checks_recorded_vllm_traffic_through_its_own_methods()
     assert installation.view.tracker.previous is not None
 
 
+def test_install_without_a_tracker_gives_the_view_none():
+    """tracker=False builds the same view without a step tracker; the traffic passes."""
+    runner = _Runner(mtp_k=2)
+    installation = install_vllm(runner, version="0.11.1", tracker=False)
+    assert isinstance(installation.view, VllmView) and installation.view.tracker is None
+    _drive(runner, "0.11.1/chunked-prefill")
+
+
 def test_installed_runner_stops_the_seed_at_the_drafter_naming_the_request():
     """0.11.0's -1 next token for a discarded chunk is SG301 at drafter.propose."""
     runner = _Runner(mtp_k=1)

@@ -145,11 +145,11 @@ def _fake_report() -> dict[str, Any]:
 
 
 def test_quick_json_has_one_adapter_entry_per_view_and_depth(quick_report):
-    """The adapters section times ATOM's and vLLM's view at every depth, with a
+    """The adapters section times ATOM's, vLLM's and SGLang's view at every depth, with a
     StepTracker and without, each against its engine-read floor."""
     _, report, _ = quick_report
     entries = report["adapters"]
-    expected = [(view + tracker, depth) for view in ("ATOM", "vLLM")
+    expected = [(view + tracker, depth) for view in ("ATOM", "vLLM", "SGLang")
                 for tracker in ("", " + StepTracker")
                 for depth in ("metadata", "essential", "full")]
     assert sorted((e["view"], e["depth"]) for e in entries) == sorted(expected)

@@ -127,6 +127,38 @@ def test_strict_contracts_stop_the_fault_at_the_boundary(name):
     assert str(caught.value).startswith(f"{FAULTS[name].subject} broke 1 rule:")
 
 
+@pytest.mark.parametrize("name", [faults.SKIPPED_REJECTION_ROLLBACK, faults.STALE_DRAFTS])
+def test_the_step_faults_are_stopped_at_the_default_depth(name):
+    """The faults only the relation between steps shows are caught at the default
+    settings: the engine keeps a tracker from the default depth on, and SG601-SG607 run
+    there."""
+    engine, requests = _engine(name)
+    with contracts.checking(mode="strict"), \
+            pytest.raises(contracts.ContractViolation) as caught:
+        engine.generate(requests)
+    violation = caught.value.violations[0]
+    assert violation.code in (FAULTS[name].rule, *FAULTS[name].also)
+    assert violation.subject == FAULTS[name].subject and engine.tracker is not None
+
+
+def test_metadata_depth_keeps_no_tracker():
+    """Where no step rule runs, the engine records nothing for one."""
+    engine, requests = _engine(faults.STALE_DRAFTS)
+    with contracts.checking(mode="strict", depth="metadata"):
+        engine.generate(requests)
+    assert engine.tracker is None
+
+
+def test_an_engine_without_a_step_tracker_relates_no_forward():
+    """step_tracker=False: the stale drafts pass every single object, and nothing relates
+    the steps, so the run finishes (slower, with tokens still greedy's)."""
+    config, requests = WORKLOADS[faults.STALE_DRAFTS]()
+    engine = Engine(config, fault=faults.STALE_DRAFTS, model=MODEL, step_tracker=False)
+    with contracts.checking(mode="strict"):
+        result = engine.generate(requests)
+    assert divergence(result, requests) is None and engine.tracker is None
+
+
 def _stop(name: str) -> tuple[Engine, contracts.Violation]:
     engine, requests = _engine(name)
     with contracts.checking(mode="strict", depth="full"), \

@@ -106,7 +106,7 @@ def _mtp_k(runner: Any) -> int:
     return engine_count(k, f"{type(runner).__name__}.num_spec_tokens")
 
 
-def _default_view(runner: Any, layout: str) -> AtomView:
+def _default_view(runner: Any, layout: str, tracker: bool) -> AtomView:
     config = getattr(runner, "config", None)
     vocab = getattr(getattr(config, "hf_config", None), "vocab_size", None)
     block = getattr(runner, "block_size", None) or getattr(config, "kv_cache_block_size", None)
@@ -116,7 +116,7 @@ def _default_view(runner: Any, layout: str) -> AtomView:
     vocab = engine_count(vocab, f"{type(runner).__name__}.config.hf_config.vocab_size")
     block = engine_count(block, f"{type(runner).__name__} block_size")
     return AtomView(mtp_k=_mtp_k(runner), vocab_size=vocab, block_size=block,
-                    tracker=StepTracker(), layout=layout)
+                    tracker=StepTracker() if tracker else None, layout=layout)
 
 
 class _Installed:
@@ -183,18 +183,19 @@ class _Installed:
 
 
 def install(model_runner: Any, view: AtomView | None = None, *,
-            layout: str = "pr1771") -> AtomView:
+            layout: str = "pr1771", tracker: bool = True) -> AtomView:
     """Check every batch, verify result and draft of a live ATOM ``ModelRunner``.
 
     ``view`` defaults to an :class:`AtomView` with a :class:`StepTracker`, configured from
     the runner (``drafter.mtp_k``, ``config.hf_config.vocab_size``, ``block_size``) and
     modelling ``layout`` (``"pr1771"`` for ATOM from ROCm/ATOM#1771, ``"pre-1771"``
-    before). Returns the view. Raises :class:`UnsupportedEngine` when the runner is not one
+    before); ``tracker=False`` leaves the step tracker out (no step-to-step rule then).
+    Returns the view. Raises :class:`UnsupportedEngine` when the runner is not one
     this module knows (a method missing, a signature that differs) or is already
     installed on.
     """
     _check(model_runner)
-    view = view if view is not None else _default_view(model_runner, layout)
+    view = view if view is not None else _default_view(model_runner, layout, tracker)
     state = _Installed(model_runner, view)
     state.wrap(model_runner)  # refuses a runner that cannot hold its wrappers, unchanged
     vars(model_runner)[_STATE] = state
@@ -217,9 +218,9 @@ def is_installed(model_runner: Any) -> bool:
 
 @contextlib.contextmanager
 def installed(model_runner: Any, view: AtomView | None = None, *,
-              layout: str = "pr1771") -> Iterator[AtomView]:
+              layout: str = "pr1771", tracker: bool = True) -> Iterator[AtomView]:
     """:func:`install` for the duration of a ``with`` block, then :func:`uninstall`."""
-    view = install(model_runner, view, layout=layout)
+    view = install(model_runner, view, layout=layout, tracker=tracker)
     try:
         yield view
     finally:

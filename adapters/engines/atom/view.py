@@ -46,6 +46,7 @@ import numpy as np
 
 from specguard.adapters._build import build
 from specguard.adapters._host import host_array
+from specguard.adapters._step_rules import RECOMPUTE, runs
 from specguard.adapters.engines.atom.layout import AtomLayout
 from specguard.adapters.step_tracker import StepLinks, StepPlan, StepState, StepTracker
 from specguard.contracts import (
@@ -190,17 +191,17 @@ class AtomView:
 
         ``next_token_ids`` (``[bs]``, what ATOM's ``propose_draft_token_ids`` receives) is
         the token each seq sampled in this forward. A prefill seq's, when its chunk ends
-        the prompt, is its first token: with a tracker, at full depth, it joins the seq's
-        history next to the verifier's rows, so that a recompute which re-feeds anything
-        else at that position (the EOS placeholder ATOM's preemption leaves there) is
-        SG608. The sample of a middle chunk, which ATOM drops, is not kept.
+        the prompt, is its first token: with a tracker, where SG608 runs, it
+        joins the seq's history next to the verifier's rows, so that a recompute which
+        re-feeds anything else at that position (the EOS placeholder ATOM's preemption
+        leaves there) is SG608. The sample of a middle chunk, which ATOM drops, is not kept.
         """
         out = build(DrafterOutput, {
             "mtp_k": self.mtp_k, "vocab_size": self.vocab_size,
             "seq_ids": _ids(_read(batch, "req_ids")), "draft_token_ids": draft_token_ids})
         if self.tracker is not None:
             self.tracker.drafted(out)
-            if next_token_ids is not None and current_config().depth is not Depth.METADATA:
+            if next_token_ids is not None and runs(*RECOMPUTE):
                 kept = _kept_samples(batch, self.block_size)
                 if kept is not None:
                     self.tracker.record_sampled(out.seq_ids, next_token_ids, kept)
@@ -454,44 +455,50 @@ def _kept_samples(batch: Any, block_size: int) -> np.ndarray | None:
 def _block_tables(tables: Any, context: Any, block_size: int) -> Any:
     """ATOM's block tables as the contract reads them at the current depth.
 
-    Where no rule of the depth reads the tables' values (``metadata``; the default
-    depth while SG110 runs at ``full`` only) a list of tables is a count. It reaches the
-    contract as a read-only broadcast of ``-1`` ("not read"), one row per table and as
-    wide as the longest context needs, so SG105 still names a filtered-out seq and
-    messages show the tables' width; a snapshot of a violation holds the tables
-    themselves (:func:`_padded_tables`). At the default depth the tables are first
-    checked to be lists of ids, in one pass (:func:`_ids_listed`), so a malformed one is
-    named there too. Where SG110 runs, every table is read (:func:`_block_summary`).
+    At ``metadata`` depth a list of tables is a count: its entries are values (ATOM's
+    Python lists carry no dtype to read without walking them). It reaches the contract
+    as a read-only broadcast of ``-1`` ("not read"), one row per table and as wide as the
+    longest context needs, so SG105 still names a filtered-out seq and messages show the
+    tables' width; a snapshot of a violation holds the tables themselves
+    (:func:`_padded_tables`). Where SG110 runs, every table is read and summarised
+    (:func:`_block_summary`). In between (the default depth while SG110 runs at
+    ``full`` only) the tables are read in one pass, their first entries
+    (:func:`_first_ids`): a malformed table is named, and the contract gets the first
+    entries, broadcast as wide as the longest context needs, without their lengths,
+    which only SG110 reads.
     """
     depth = current_config().depth
-    read = depth is Depth.FULL or (depth is Depth.ESSENTIAL and _COVERAGE.depth is not Depth.FULL)
-    if isinstance(tables, list | tuple) and not read \
-            and (depth is Depth.METADATA or _ids_listed(tables)):
+    if not isinstance(tables, list | tuple) or depth is Depth.FULL \
+            or (depth is Depth.ESSENTIAL and _COVERAGE.depth is not Depth.FULL):
+        return _block_summary(tables, context, block_size)
+    shape = (len(tables), _widest(context, block_size))
+    if depth is Depth.METADATA:
         # What np.broadcast_to(-1, shape) gives, made by the constructor directly:
         # read-only (its buffer is bytes), every element the one -1.
-        return np.ndarray((len(tables), _widest(context, block_size)), dtype=np.int64,
-                          buffer=_NOT_READ, strides=(0, 0))
-    return _block_summary(tables, context, block_size)
+        return np.ndarray(shape, dtype=np.int64, buffer=_NOT_READ, strides=(0, 0))
+    first = _first_ids(tables)
+    if first is None:
+        return _block_summary(tables, context, block_size)
+    return np.broadcast_to(first[:, None], shape)
 
 
-def _ids_listed(tables: list[Any] | tuple[Any, ...]) -> bool:
-    """Whether every table is a non-empty list starting with an id: the one C-level pass
-    the default depth pays while no rule of it reads the tables' values (SG110 runs at
-    ``full``). ``list.__getitem__`` refuses anything but a list, and reading the first
-    entry into int64 refuses what is not an id, so a malformed table is still named
-    (the general reading then leaves it to the contract); a tuple, an empty table or a
-    first entry past int64 also takes the general reading, which knows what they mean.
+def _first_ids(tables: list[Any] | tuple[Any, ...]) -> np.ndarray | None:
+    """Each table's first block id, when every table is a non-empty list starting with
+    an id, else None: one C-level pass. ``list.__getitem__`` refuses anything but a list,
+    and reading the entry into int64 refuses what is not an id, so a malformed table
+    takes the general reading, which leaves it to the contract to name; so does a tuple,
+    an empty table or an id past int64, which the general reading knows what to do with.
     """
     try:
-        np.fromiter(map(_LIST_ITEM, tables, repeat(0)), dtype=np.int64, count=len(tables))
+        return np.fromiter(map(_LIST_ITEM, tables, repeat(0)), dtype=np.int64,
+                           count=len(tables))
     except (TypeError, ValueError, IndexError, OverflowError):
-        return False
-    return True
+        return None
 
 
 _NOT_READ = np.int64(-1).tobytes()
-#: The rule that reads the tables' values: below its depth, they are only checked to be
-#: tables of ids (:func:`_ids_listed`), not summarised.
+#: The rule that reads the tables' lengths: below its depth, only their first entries
+#: are read (:func:`_first_ids`).
 _COVERAGE = REGISTRY["SG110"]
 
 

@@ -90,12 +90,24 @@ def _dense(lists: list[Any], mtp_k: int) -> np.ndarray | None:
                            count=len(lists) * mtp_k)
     except (TypeError, ValueError, OverflowError):
         return None
-    # A bool is an integer to operator.index but its own dtype to numpy: only entries
-    # equal to 0 or 1 can be one, and only those are looked at.
+    # A bool is an integer to operator.index; numpy makes lists of nothing but bools a
+    # bool array. Only entries equal to 0 or 1 can be one, and only those are looked at;
+    # where one is, numpy's own reading decides.
     small = np.flatnonzero((flat == 0) | (flat == 1)).tolist()
     if any(type(lists[i // mtp_k][i % mtp_k]) is bool for i in small):
-        return None
+        return _by_numpy(lists, mtp_k)
     return flat.reshape(len(lists), mtp_k)
+
+
+def _by_numpy(lists: list[Any], mtp_k: int) -> np.ndarray | None:
+    """:func:`_dense` by ``np.array``'s own discovery of the lists' shape and dtype."""
+    try:
+        rows = np.array(lists)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    if rows.dtype.kind != "i" or rows.shape != (len(lists), mtp_k):
+        return None
+    return rows.astype(np.int64, copy=False)
 
 
 def _real(drafts: Any, placeholders: bool) -> Any:

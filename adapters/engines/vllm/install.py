@@ -87,7 +87,7 @@ class Installation:
 
 
 def install(gpu_model_runner: Any, *, version: str | None = None,
-            view: VllmView | Mrv2View | None = None) -> Installation:
+            view: VllmView | Mrv2View | None = None, tracker: bool = True) -> Installation:
     """Wrap a live ``GPUModelRunner``'s ``_update_states``, ``_sample`` and its drafter's
     ``propose`` with specguard's vLLM checks; returns the :class:`Installation`.
 
@@ -95,8 +95,10 @@ def install(gpu_model_runner: Any, *, version: str | None = None,
     ``vllm.__version__``; it names the release in messages and decides how the view reads
     only where the runner's code cannot say (see
     :mod:`~specguard.adapters.engines.vllm.shape`). ``view`` replaces the view built from
-    the runner's own configuration. Raises :class:`UnsupportedEngine` when the runner's
-    code lacks what specguard reads, and leaves the runner untouched then.
+    the runner's own configuration; that view has a step tracker, for the step-to-step
+    rules, unless ``tracker=False`` (Model Runner V2's view keeps none). Raises
+    :class:`UnsupportedEngine` when the runner's code lacks what specguard reads, and
+    leaves the runner untouched then.
     """
     runner = gpu_model_runner
     if getattr(runner, "__dict__", {}).get(_ATTRIBUTE) is not None:
@@ -114,7 +116,7 @@ def install(gpu_model_runner: Any, *, version: str | None = None,
     if isinstance(view, Mrv2View):
         raise UnsupportedEngine("this is vLLM's V1 GPUModelRunner: give it a VllmView, not "
                                 "Model Runner V2's Mrv2View")
-    v1_view = view or _view_for(runner, shape)
+    v1_view = view or _view_for(runner, shape, tracker)
     installation = Installation(v1_view, release, shape)
     patches = installation.patches
     patches.stage(runner, "_update_states", _after_update_states(installation, v1_view, runner))
@@ -202,7 +204,7 @@ def _install_model_runner_v2(runner: Any, release: str,
     return _installed_on(runner, installation)
 
 
-def _view_for(runner: Any, shape: RunnerShape) -> VllmView:
+def _view_for(runner: Any, shape: RunnerShape, tracker: bool) -> VllmView:
     spec = runner.speculative_config
     model = getattr(runner, "model_config", None)
     vocab = model.get_vocab_size() if model is not None else runner.vocab_size
@@ -212,7 +214,8 @@ def _view_for(runner: Any, shape: RunnerShape) -> VllmView:
     return VllmView(mtp_k=engine_count(getattr(spec, "num_speculative_tokens", None),
                                        "speculative_config.num_speculative_tokens"),
                     vocab_size=engine_count(vocab, "the model's vocabulary size"),
-                    async_scheduling=asynchronous, tracker=StepTracker(), version=shape.release,
+                    async_scheduling=asynchronous,
+                    tracker=StepTracker() if tracker else None, version=shape.release,
                     masks_placeholders=shape.masks_placeholders)
 
 

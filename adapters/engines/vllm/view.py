@@ -36,7 +36,7 @@ import numpy as np
 
 from specguard.adapters._build import build
 from specguard.adapters._host import host_array
-from specguard.adapters._step_rules import VerifyRows
+from specguard.adapters._step_rules import VERIFY, VerifyRows, runs
 from specguard.adapters.engines.vllm._drafter import drafter_fields
 from specguard.adapters.engines.vllm._drafts import dense_drafts, draft_tokens, listed_rows
 from specguard.adapters.engines.vllm._readers import (
@@ -271,11 +271,11 @@ class VllmView:
             "vocab_size": self.vocab_size,
             "seq_ids": arange_like(sampled_token_ids, rows_of(sampled_token_ids)),
             "token_ids": sampled_token_ids, "num_accepted": accepted}, names=step.req_ids)
-        full = current_config().depth is not Depth.METADATA  # value rules run
-        if accepted is None or (self.tracker is None and not full):
-            return out  # the rows against the step's drafts are value rules
+        checked = runs(*VERIFY)
+        if accepted is None or (self.tracker is None and not checked):
+            return out  # no rule of the depth reads the rows against the step's drafts
         host = host_array(accepted)
-        if host is not None and not full:  # the tracker keeps the progress, unchecked
+        if host is not None and not checked:  # the tracker keeps the progress, unchecked
             if self.tracker is not None and host.shape[0] == len(step.req_ids):
                 decode = step.num_draft_tokens > 0
                 self.tracker.record_accepted(step.tracker_ids[decode], host[decode])
