@@ -309,9 +309,9 @@ _EXAMPLES = (
     Example("SG305", "a slot past the end of the KV cache",
             lambda: model_input(slot_mapping=_ids(16, 17, 18, 19, 64, 65, 66, 67, 85, 86, 87,
                                                    88, 96, 97, 98, 99, 112))),
-    Example("SG306", "logits laid out with one row per request, as if nothing were drafted",
+    Example("SG311", "logits laid out with one row per request, as if nothing were drafted",
             lambda: logits_rows(num_logits=4)),
-    Example("SG307", "a bitmask laid out with two drafts for seq 11, which the runner "
+    Example("SG312", "a bitmask laid out with two drafts for seq 11, which the runner "
             "schedules three", lambda: logits_rows(row_counts=_ids(3, 0, 4, 0))),
     Example("SG401", "an emitted count one past the tokens in the row",
             lambda: request_output(num_emitted=_ids(4, 3, 1))),

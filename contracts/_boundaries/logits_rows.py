@@ -57,7 +57,7 @@ class LogitsRows(BoundaryObject):
 _ROWS = ("LogitsRows",)
 
 
-@rule("SG306", "the logits hold one row per request plus one per draft",
+@rule("SG311", "the logits hold one row per request plus one per draft",
       boundary=Boundary.MODEL_INPUT, applies_to=_ROWS,
       fields={"num_logits", "num_drafts"},
       bug="vLLM #49738: the runner trimmed draft slots the engine core had counted, so "
@@ -86,7 +86,7 @@ def _logits_layout(rows: LogitsRows, values: ValueChecks) -> Finding | None:
     return values.any_true(total != rows.num_logits, explain)
 
 
-@rule("SG307", "per-row data gives each request its 1 + K rows, inside the data",
+@rule("SG312", "per-row data gives each request its 1 + K rows, inside the data",
       boundary=Boundary.MODEL_INPUT, applies_to=_ROWS,
       fields={"row_starts", "row_counts", "num_drafts", "num_rows"},
       bug="vLLM #49738 (fixes #49694): with async scheduling the engine core laid out the "

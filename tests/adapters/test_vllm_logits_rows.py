@@ -53,8 +53,8 @@ def test_drafts_trimmed_in_the_runner_misalign_the_bitmask():
     with contracts.checking(mode="strict"), pytest.raises(contracts.ContractViolation) as caught:
         view.logits_rows(step, _grammar(["c", "a"], 5), num_draft_tokens=np.array([2, 1, 0]),
                          num_logits=6)
-    assert caught.value.codes == ("SG307",)
-    assert ("SG307 per-row data gives each request its 1 + K rows, inside the data "
+    assert caught.value.codes == ("SG312",)
+    assert ("SG312 per-row data gives each request its 1 + K rows, inside the data "
             "[LogitsRows.row_counts, runner → target model]: seq 0 at batch position 0: "
             "request 'a': the data holds 4 rows for it, the logits 3 (expected 1 + num_drafts)"
             ) in str(caught.value)
@@ -65,16 +65,16 @@ def test_a_bitmask_short_of_a_request_s_rows_is_caught_before_an_index_error():
     view, step = _step("0.24.0")
     with contracts.checking(mode="strict"), pytest.raises(contracts.ContractViolation) as caught:
         view.logits_rows(step, _grammar(["c", "a"], 2))
-    assert caught.value.codes == ("SG307",)
+    assert caught.value.codes == ("SG312",)
     assert "its rows 1..5 run past the 2 rows of the data" in str(caught.value)
 
 
 def test_logits_with_another_row_count_are_caught():
-    """Logits of one row per request, as if nothing were drafted: SG306."""
+    """Logits of one row per request, as if nothing were drafted: SG311."""
     view, step = _step("0.33.0")
     with contracts.checking(mode="strict"), pytest.raises(contracts.ContractViolation) as caught:
         view.logits_rows(step, _grammar(["a"], 4), num_logits=3)
-    assert caught.value.codes == ("SG306",)
+    assert caught.value.codes == ("SG311",)
 
 
 def test_a_structured_request_no_longer_in_the_batch_keeps_its_rows():

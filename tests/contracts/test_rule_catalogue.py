@@ -198,27 +198,27 @@ CASES: list[Case] = [
      "SG305 slots are within the KV cache or -1 [ModelInput.slot_mapping, "
      "runner → target model]: seq 8 at batch position 1, token 3: slot is 64 "
      "(expected -1 <= slot < num_slots=64)"),
-    ("SG306", "one-row-per-request", lambda: build(LR, num_logits=3),
-     "SG306 the logits hold one row per request plus one per draft [LogitsRows.num_logits, "
+    ("SG311", "one-row-per-request", lambda: build(LR, num_logits=3),
+     "SG311 the logits hold one row per request plus one per draft [LogitsRows.num_logits, "
      "runner → target model]: the logits have 3 rows for 3 requests and 3 drafts "
      "(expected num_seqs + sum(num_drafts)=6; actual 3)"),
-    ("SG306", "negative-drafts", lambda: build(LR, num_drafts=np.array([2, -1, 2])),
-     "SG306 the logits hold one row per request plus one per draft [LogitsRows.num_drafts, "
+    ("SG311", "negative-drafts", lambda: build(LR, num_drafts=np.array([2, -1, 2])),
+     "SG311 the logits hold one row per request plus one per draft [LogitsRows.num_drafts, "
      "runner → target model]: seq 42 at batch position 1: draft count is -1 (expected >= 0)"),
-    ("SG307", "producer-counted-fewer", lambda: build(LR, row_counts=np.array([2, 0, 2])),
-     "SG307 per-row data gives each request its 1 + K rows, inside the data [LogitsRows."
+    ("SG312", "producer-counted-fewer", lambda: build(LR, row_counts=np.array([2, 0, 2])),
+     "SG312 per-row data gives each request its 1 + K rows, inside the data [LogitsRows."
      "row_counts, runner → target model]: seq 40 at batch position 0: the data holds 2 rows "
      "for it, the logits 3 (expected 1 + num_drafts)"),
-    ("SG307", "past-the-data", lambda: build(LR, num_rows=4),
-     "SG307 per-row data gives each request its 1 + K rows, inside the data [LogitsRows."
+    ("SG312", "past-the-data", lambda: build(LR, num_rows=4),
+     "SG312 per-row data gives each request its 1 + K rows, inside the data [LogitsRows."
      "row_starts, runner → target model]: seq 40 at batch position 0: its rows 2..5 run past "
      "the 4 rows of the data (expected rows within [0, num_rows=4))"),
-    ("SG307", "rows-without-a-start", lambda: build(LR, row_counts=np.array([3, 1, 2])),
-     "SG307 per-row data gives each request its 1 + K rows, inside the data [LogitsRows."
+    ("SG312", "rows-without-a-start", lambda: build(LR, row_counts=np.array([3, 1, 2])),
+     "SG312 per-row data gives each request its 1 + K rows, inside the data [LogitsRows."
      "row_counts, runner → target model]: seq 42 at batch position 1: the data holds 1 rows "
      "for it but no first row (expected 0 rows for a request the data does not cover)"),
-    ("SG307", "shared-rows", lambda: build(LR, row_starts=np.array([1, -1, 0])),
-     "SG307 per-row data gives each request its 1 + K rows, inside the data [LogitsRows."
+    ("SG312", "shared-rows", lambda: build(LR, row_starts=np.array([1, -1, 0])),
+     "SG312 per-row data gives each request its 1 + K rows, inside the data [LogitsRows."
      "row_starts, runner → target model]: seq 40 at batch position 0: its rows start at 1, "
      "inside the rows 0..2 of batch position 2 (expected rows of its own)"),
     ("SG401", "count-past-row", lambda: build(RO, num_emitted=np.array([4, 2, 1])),
