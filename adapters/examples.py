@@ -365,6 +365,17 @@ def _sglang_v2(entry: SimpleNamespace, verify_input: SimpleNamespace | None = No
     if result is not None:
         view.verified(step, result)
 
+def _ranks_with_counts(rank: int, stale: list[int]) -> None:
+    """The four ranks, each carrying its copy of the token counts; ``rank``'s is ``stale``."""
+    steps = [RankStep(5, _MTP_K, 12, 12, False, 4, [0, 4, 8]),
+             RankStep(5, _MTP_K, 8, 12, False, 4, [1, 5]),
+             RankStep(5, _MTP_K, 4, 12, True, 4, []),
+             RankStep(5, _MTP_K, 12, 12, False, 4, [3, 7, 11])]
+    copies = [[12, 8, 4, 12]] * 4
+    copies[rank] = stale
+    check_ranks(np.stack([dataclasses.replace(step, tokens_across_ranks=copy).row(id_slots=4)
+                          for step, copy in zip(steps, copies, strict=True)]))
+
 
 _ADAPTER_EXAMPLES = (
     Example("SG601", "seq 12's context not rolled back for the two drafts it had rejected "
@@ -512,6 +523,8 @@ _ADAPTER_EXAMPLES = (
             "(`check_ranks`)", lambda: _ranks(2, num_tokens=1, dummy_tokens=1)),
     Example("SG706", "rank 3 numbers its requests from 0, as a single engine does "
             "(`check_ranks`, full depth)", lambda: _ranks(seq_ids=[0, 1, 2])),
+    Example("SG710", "rank 3 sizes its step from the token counts of its previous step "
+            "(`check_ranks`)", lambda: _ranks_with_counts(3, [12, 8, 12, 12])),
 )
 
 #: The broken object of every rule of the catalogue that one can break on its own, by code.

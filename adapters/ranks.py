@@ -15,9 +15,16 @@ same point, and in strict mode all of them raise the same ``ContractViolation``,
 the rank that broke the rule, instead of leaving the healthy ones inside a collective::
 
     row = RankStep(step=7, mtp_k=3, num_tokens=12, padded_tokens=12, dummy=False,
-                   dummy_tokens=4, seq_ids=batch_seq_ids).row(id_slots=max_num_seqs)
+                   dummy_tokens=4, seq_ids=batch_seq_ids,
+                   tokens_across_ranks=num_tokens_across_dp).row(id_slots=max_num_seqs)
     rows = all_gather(row)            # [num_ranks, width]: the engine's collective
-    check_ranks(rows)                 # SG701-SG706, the same verdict on every rank
+    check_ranks(rows)                 # SG701-SG706, SG710: the same verdict on every rank
+
+Each rank's copy of the token counts gathered from every rank (vLLM's
+``num_tokens_across_dp``, SGLang's ``global_num_tokens``), when the engine passes it,
+travels in the row too: every rank must hold the same vector (SG710), or each sizes the
+step's collectives from a different one. The rank checks its own copy first, on its own
+(:class:`specguard.contracts.TokensAcrossRanks`, SG707-SG709).
 
 A rank that one of its own checks stopped (its batch, its forward) must not leave the
 others inside the step's collectives: it finishes them, then reports the rule in the
@@ -62,9 +69,10 @@ from specguard.contracts import (
 
 __all__ = ["HEADER", "RankAgreement", "RankStep", "check_ranks", "describe_rows"]
 
-#: The columns every row starts with, in order; seq ids (full depth) follow.
+#: The columns every row starts with, in order; the rank's copy of the token counts
+#: across ranks (``across`` entries), then seq ids (full depth) follow.
 HEADER = ("stopped", "step", "mtp_k", "num_tokens", "padded_tokens", "dummy",
-          "dummy_tokens", "num_seqs")
+          "dummy_tokens", "num_seqs", "across")
 _NO_ID = -1
 
 
@@ -89,9 +97,13 @@ class RankStep:
     stopped: int = 0
     """The number of the rule a violation of which stopped this rank (101 for SG101), or
     0 while it runs: how a rank stopped by its own checks stops the others with it."""
+    tokens_across_ranks: Sequence[int] | np.ndarray | None = None
+    """This rank's copy of every rank's token count for the step, when the engine keeps
+    one (compared across ranks at every depth)."""
 
     def row(self, id_slots: int = 0) -> np.ndarray:
-        """The int64 row to gather: the header, then ``id_slots`` seq ids padded with -1.
+        """The int64 row to gather: the header, the rank's copy of the token counts, then
+        ``id_slots`` seq ids padded with -1.
 
         A batch with more seqs than slots sends the first ``id_slots`` of them.
         """
@@ -99,11 +111,15 @@ class RankStep:
                   "num_tokens": self.num_tokens, "padded_tokens": self.padded_tokens,
                   "dummy": self.dummy, "dummy_tokens": self.dummy_tokens}
         ids = _seq_ids(self.seq_ids)
-        row = np.full(len(HEADER) + id_slots, _NO_ID, dtype=np.int64)
+        across = (np.zeros(0, dtype=np.int64) if self.tokens_across_ranks is None
+                  else _int64s(self.tokens_across_ranks, "tokens_across_ranks"))
+        width = len(HEADER) + across.shape[0]
+        row = np.full(width + id_slots, _NO_ID, dtype=np.int64)
         row[:len(HEADER)] = (*(_header_value(name, value) for name, value in header.items()),
-                             ids.shape[0])
+                             ids.shape[0], across.shape[0])
+        row[len(HEADER):width] = across
         shown = ids[:id_slots]
-        row[len(HEADER):len(HEADER) + shown.shape[0]] = shown
+        row[width:width + shown.shape[0]] = shown
         return row
 
 
@@ -130,8 +146,12 @@ class RankAgreement(BoundaryObject):
     """The tokens each rank's convention gives a dummy step."""
     num_seqs: Index[Array, "num_ranks"]
     """Seqs in each rank's batch."""
+    across: Index[Array, "num_ranks"]
+    """How many token counts each rank's row carries (0 when its engine keeps none)."""
     seq_ids: Index[Array, "num_ranks id_slots"] | None = None
     """Each rank's seq ids, -1 padded (full depth only)."""
+    tokens_across_ranks: Index[Array, "num_ranks num_counts"] | None = None
+    """Row ``r``: rank ``r``'s copy of every rank's token count, when the rows carry one."""
 
 
 _INT64 = range(-(2**63), 2**63)
@@ -157,11 +177,16 @@ def _header_value(name: str, value: Any) -> int:
 
 def _seq_ids(values: Any) -> np.ndarray:
     """The seq ids as int64, or none (reported) when they are not integers of that range."""
+    return _int64s(values, "seq_ids")
+
+
+def _int64s(values: Any, name: str) -> np.ndarray:
+    """``values`` as int64, or none (reported) when they are not integers of that range."""
     try:
         ids: np.ndarray = np.asarray(values, dtype=np.int64).reshape(-1)
     except (OverflowError, TypeError, ValueError) as error:
         report("RankStep", [("SG006", Finding(
-            f"seq_ids cannot be sent as int64: {type(error).__name__}: {error}", "seq_ids",
+            f"{name} cannot be sent as int64: {type(error).__name__}: {error}", name,
             expected="integers in [-2**63, 2**63)"))], boundary=Boundary.RANKS.value)
         return np.zeros(0, dtype=np.int64)
     return ids
@@ -198,6 +223,13 @@ def _fields(rows: Any) -> dict[str, Any]:
         return {name: rows for name in HEADER}
     fields: dict[str, Any] = {name: matrix[:, i] for i, name in enumerate(HEADER)}
     fields["dummy"] = matrix[:, HEADER.index("dummy")] != 0
+    carried = fields["across"]
+    counts = int(carried[0]) if carried.shape[0] else 0
+    if not bool((carried == counts).all()) or not 0 <= counts <= matrix.shape[1] - width:
+        return fields  # where the counts end is unknown: SG710 names the rank that differs
+    if counts:
+        fields["tokens_across_ranks"] = matrix[:, width:width + counts]
+        width += counts
     if matrix.shape[1] > width:
         fields["seq_ids"] = matrix[:, width:]
     return fields
@@ -210,11 +242,14 @@ def describe_rows(rows: Any) -> list[str]:
         return [f"unreadable rows: {rows!r}"]
     lines = []
     for rank, row in enumerate(matrix.tolist()):
-        stopped, step, k, tokens, padded, dummy, dummy_tokens, seqs = row[:len(HEADER)]
+        stopped, step, k, tokens, padded, dummy, dummy_tokens, seqs, across = \
+            row[:len(HEADER)]
         work = f"dummy step of {tokens} tokens" if dummy else f"{seqs} seqs, {tokens} tokens"
         state = f", stopped by SG{stopped:03d}" if stopped else ""
+        copy = row[len(HEADER):len(HEADER) + max(across, 0)]
+        counts = f", token counts {copy}" if copy else ""
         lines.append(f"rank {rank}: step {step}, mtp_k {k}, {work}, padded to {padded} "
-                     f"(dummy steps run {dummy_tokens} tokens){state}")
+                     f"(dummy steps run {dummy_tokens} tokens){counts}{state}")
     return lines
 
 
@@ -397,3 +432,39 @@ def _unique_across_ranks(ranks: RankAgreement, values: ValueChecks) -> Finding |
     return Finding(f"rank {second} schedules it as well as rank {first}",
                    "seq_ids", seq_id=seq, expected=f"seq {seq} on one rank",
                    actual=f"on ranks {first} and {second}")
+
+
+@rule("SG710", "every rank holds the same token counts across ranks",
+      boundary=Boundary.RANKS, applies_to=("RankAgreement",),
+      fields={"tokens_across_ranks", "across"}, depth=Depth.METADATA,
+      bug="vLLM #35294: when the target fell back to eager mode each DP rank kept its own "
+      "num_tokens_after_padding, so the speculator's num_tokens_across_dp differed across "
+      "ranks and the group hung until it was all-reduced; vllm-ascend #12640: the "
+      "drafter's DP-padded counts disagreed with its inputs.")
+def _same_counts(ranks: RankAgreement, values: ValueChecks) -> Finding | None:
+    """Each rank sizes the step's collectives from its own copy of every rank's token
+    count: the padded size, the gather's offsets, the graph it replays. Copies that
+    differ (one stale, one rebuilt locally, one from another forward) mean ranks that
+    each agree with themselves and launch collectives of different shapes. Carried in
+    the same row as the header, so comparing costs no extra collective."""
+    carried = np.asarray(ranks.across)
+    found = _disagreement(carried, "across", lambda value, many:
+                          f"send{'' if many else 's'} {value} token counts")
+    if found is not None or ranks.tokens_across_ranks is None:
+        return found
+    copies = np.asarray(ranks.tokens_across_ranks)
+    if copies.shape[0] < 2 or bool((copies == copies[0]).all()):
+        return None
+    # The most common copy is the reference; the first rank holding another is named.
+    found_rows, first, counts = np.unique(copies, axis=0, return_index=True,
+                                          return_counts=True)
+    best = counts == counts.max()
+    reference = found_rows[best][np.argmin(first[best])]
+    same = (copies == reference).all(axis=1)
+    rank = int(np.flatnonzero(~same)[0])
+    agreeing = np.flatnonzero(same).tolist()
+    entry = int(np.flatnonzero(copies[rank] != reference)[0])
+    return Finding(f"rank {rank} holds {copies[rank].tolist()}, but {_ranks(agreeing)} "
+                   f"hold{'' if len(agreeing) > 1 else 's'} {reference.tolist()} "
+                   f"(entry {entry} differs)", "tokens_across_ranks",
+                   expected=str(int(reference[entry])), actual=str(int(copies[rank, entry])))

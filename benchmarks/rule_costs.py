@@ -127,6 +127,7 @@ def step_objects(size: int, *, seed: int = 0) -> dict[str, Any]:
             contracts.DrafterInput(**drafter)
             verified = _verified(batch, rng)
             tracker.verified(contracts.VerifyOutput(**verified))
+            _hand_overs(verified, size)
             proposals = rng.integers(0, VOCAB_SIZE, (size, MTP_K)).astype(np.int32)
             tracker.drafted(contracts.DrafterOutput(
                 mtp_k=MTP_K, vocab_size=VOCAB_SIZE, seq_ids=batch["seq_ids"],
@@ -134,6 +135,23 @@ def step_objects(size: int, *, seed: int = 0) -> dict[str, Any]:
             batch = _next_batch(batch, verified, proposals, rng)
         _engine_views(size, seed)
     return {name: objects[0] for name, objects in found.items()}
+
+
+def _hand_overs(verified: dict[str, Any], size: int) -> None:
+    """The logits rows of ``size`` decode seqs, every one under a grammar, and the tokens
+    each is given (no stop id; far from its limit)."""
+    q = MTP_K + 1
+    contracts.LogitsRows(num_logits=size * q, num_rows=size * q, seq_ids=verified["seq_ids"],
+                         num_drafts=np.full(size, MTP_K, dtype=np.int32),
+                         row_starts=np.arange(size, dtype=np.int32) * q,
+                         row_counts=np.full(size, q, dtype=np.int32))
+    emitted = verified["num_accepted"] + 1
+    contracts.RequestOutput(vocab_size=VOCAB_SIZE, seq_ids=verified["seq_ids"],
+                            token_ids=verified["token_ids"], num_emitted=emitted,
+                            num_generated=np.zeros(size, dtype=np.int32),
+                            max_new_tokens=np.full(size, 1 << 20, dtype=np.int32),
+                            stop_token_ids=np.full((size, 1), -1, dtype=np.int32),
+                            finished=np.zeros(size, dtype=bool))
 
 
 def _engine_views(size: int, seed: int) -> None:
@@ -168,8 +186,12 @@ def _ranks(size: int) -> None:
 
     per_rank = max(size // RANKS, 1)
     q = MTP_K + 1
+    across = np.full(RANKS, per_rank * q, dtype=np.int64)
+    contracts.TokensAcrossRanks(dp_size=RANKS, dp_rank=0, own_tokens=per_rank * q,
+                                tokens_across_ranks=across)
     steps = [RankStep(5, MTP_K, per_rank * q, per_rank * q, False, q,
-                      np.arange(rank, per_rank * RANKS, RANKS)) for rank in range(RANKS)]
+                      np.arange(rank, per_rank * RANKS, RANKS), tokens_across_ranks=across)
+             for rank in range(RANKS)]
     check_ranks(np.stack([step.row(id_slots=per_rank) for step in steps]))
 
 

@@ -25,7 +25,12 @@ from specguard.contracts._boundaries.draft_tokens import DraftTokens as DraftTok
 from specguard.contracts._boundaries.drafter_output import DrafterOutput as DrafterOutput
 from specguard.contracts._boundaries.embedding_inputs import DrafterInput as DrafterInput
 from specguard.contracts._boundaries.embedding_inputs import ModelInput as ModelInput
+from specguard.contracts._boundaries.logits_rows import LogitsRows as LogitsRows
+from specguard.contracts._boundaries.request_output import RequestOutput as RequestOutput
 from specguard.contracts._boundaries.scheduled_batch import ScheduledBatch as ScheduledBatch
+from specguard.contracts._boundaries.tokens_across_ranks import (
+    TokensAcrossRanks as TokensAcrossRanks,
+)
 from specguard.contracts._boundaries.verify_output import PLACEHOLDER as PLACEHOLDER
 from specguard.contracts._boundaries.verify_output import VerifyOutput as VerifyOutput
 from specguard.contracts._core._arrays import describe as describe
@@ -113,12 +118,15 @@ __all__ = [
     "DrafterOutput",
     "Finding",
     "Index",
+    "LogitsRows",
     "Mode",
     "ModelInput",
+    "RequestOutput",
     "Rule",
     "ScalarField",
     "ScheduledBatch",
     "SpecguardError",
+    "TokensAcrossRanks",
     "ValueChecks",
     "VerifyOutput",
     "Violation",

@@ -39,8 +39,11 @@ __all__ = [
     "drafter_input",
     "drafter_output",
     "ids",
+    "logits_rows",
     "model_input",
+    "request_output",
     "scheduled_batch",
+    "tokens_across_ranks",
     "verify_output",
     "violation_of",
 ]
@@ -176,6 +179,47 @@ def _draft_step(**changes: Any) -> sg.DrafterInput:
     }
     return drafter_input(**{**fields, **changes})
 
+def logits_rows(**changes: Any) -> sg.LogitsRows:
+    # The clean batch's logits: three decode seqs scheduled 3 drafts each (seq 13's are
+    # placeholders, verified all the same) and the prefill seq: 13 rows. Seqs 11 and 13
+    # follow a grammar; its bitmask holds 13's four rows first, then 11's.
+    fields: dict[str, Any] = {
+        "num_logits": 13,
+        "num_rows": 8,
+        "seq_ids": _ids(11, 12, 13, 14),
+        "num_drafts": _ids(3, 3, 3, 0),
+        "row_starts": _ids(4, -1, 0, -1),
+        "row_counts": _ids(4, 0, 4, 0),
+    }
+    return sg.LogitsRows(**{**fields, **changes})
+
+
+def request_output(**changes: Any) -> sg.RequestOutput:
+    # The clean verify rows as delivered: seq 11 accepted everything, seq 12 stops at its
+    # end-of-sequence id 555 and is finished, seq 13 reaches its limit of 8 tokens.
+    fields: dict[str, Any] = {
+        "vocab_size": _VOCAB,
+        "seq_ids": _ids(11, 12, 13),
+        "token_ids": _ids([101, 102, 103, 104], [105, 555, -1, -1], [777, -1, -1, -1]),
+        "num_emitted": _ids(4, 2, 1),
+        "num_generated": _ids(10, 3, 7),
+        "max_new_tokens": _ids(64, 64, 8),
+        "stop_token_ids": _ids([999, -1], [555, 2], [999, -1]),
+        "finished": np.array([False, True, True]),
+    }
+    return sg.RequestOutput(**{**fields, **changes})
+
+
+def tokens_across_ranks(**changes: Any) -> sg.TokensAcrossRanks:
+    # Rank 1 of four: it runs 17 tokens, the clean batch.
+    fields: dict[str, Any] = {
+        "dp_size": 4,
+        "dp_rank": 1,
+        "own_tokens": 17,
+        "tokens_across_ranks": _ids(12, 17, 4, 9),
+    }
+    return sg.TokensAcrossRanks(**{**fields, **changes})
+
 
 #: A clean instance of every boundary class, by class name; keyword arguments change fields.
 CLEAN: dict[str, Callable[..., sg.BoundaryObject]] = {
@@ -185,6 +229,9 @@ CLEAN: dict[str, Callable[..., sg.BoundaryObject]] = {
     "VerifyOutput": verify_output,
     "DrafterInput": drafter_input,
     "DrafterOutput": drafter_output,
+    "LogitsRows": logits_rows,
+    "RequestOutput": request_output,
+    "TokensAcrossRanks": tokens_across_ranks,
 }
 
 
@@ -308,6 +355,26 @@ _EXAMPLES = (
                 -1, -1, -1))),
     Example("SG116", "a skipped drafter's row claiming four proposed drafts with mtp_k 3",
             lambda: drafter_output(num_proposed=_ids(3, 4, 0))),
+    Example("SG311", "logits laid out with one row per request, as if nothing were drafted",
+            lambda: logits_rows(num_logits=4)),
+    Example("SG312", "a bitmask laid out with two drafts for seq 11, which the runner "
+            "schedules three", lambda: logits_rows(row_counts=_ids(3, 0, 4, 0))),
+    Example("SG401", "an emitted count one past the tokens in the row",
+            lambda: request_output(num_emitted=_ids(4, 3, 1))),
+    Example("SG402", "seq 12 given the token its drafts had after its end-of-sequence id",
+            lambda: request_output(token_ids=_ids([101, 102, 103, 104], [105, 555, 556, -1],
+                                                  [777, -1, -1, -1]),
+                                   num_emitted=_ids(4, 3, 1))),
+    Example("SG403", "seq 11 given all four verified tokens with two left to its limit",
+            lambda: request_output(max_new_tokens=_ids(12, 64, 8))),
+    Example("SG404", "seq 13 at its limit but still running",
+            lambda: request_output(finished=np.array([False, True, False]))),
+    Example("SG707", "a vector with an entry for three ranks in a group of four",
+            lambda: tokens_across_ranks(tokens_across_ranks=_ids(12, 17, 4))),
+    Example("SG708", "the vector of the previous forward, when this rank ran 12 tokens",
+            lambda: tokens_across_ranks(tokens_across_ranks=_ids(12, 12, 4, 9))),
+    Example("SG709", "an idle rank's entry left at -1",
+            lambda: tokens_across_ranks(tokens_across_ranks=_ids(12, 17, -1, 9))),
 )
 
 #: The broken object of every rule that one can break on its own, by rule code.

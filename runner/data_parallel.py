@@ -4,11 +4,14 @@
 runner, KV cache, the same seeded model) and every N-th request, and schedules them on
 its own; every step the ranks meet in collectives, DP-attention style:
 
-1. they all-gather their token counts (and whether they still have work): the step is
-   padded to the largest count, rounded up to a whole decode span (``mtp_k + 1``, the
-   uniform-decode size), and the group stops when no rank has work left;
-2. with contracts on, they all-gather one row of metadata and check it on every rank
-   (:func:`specguard.adapters.check_ranks`, SG701-SG706);
+1. they all-gather their token counts (and whether they still have work): each rank's
+   copy of the counts is a :class:`specguard.contracts.TokensAcrossRanks` (its own entry
+   is its own count, SG707-SG709); the step is padded to the largest count, rounded up to
+   a whole decode span (``mtp_k + 1``, the uniform-decode size), and the group stops when
+   no rank has work left;
+2. with contracts on, they all-gather one row of metadata, the rank's copy of the counts
+   included, and check it on every rank (:func:`specguard.adapters.check_ranks`,
+   SG701-SG706 and SG710);
 3. the forward, padded to the agreed size, joins the step's exchange
    (:meth:`RankGroup.exchange`). A rank with nothing scheduled runs a dummy forward of
    ``mtp_k + 1`` padding rows (one decode span, the convention vLLM settled on for idle
@@ -113,17 +116,25 @@ class RankEngine(Engine):
         """The group step in which this rank's own check stopped it, once one has."""
         self._done = False
         self._joined: set[str] = set()
+        self._told = False
+        """This step's row already told the group that this rank stopped."""
+        self._counts: np.ndarray | None = None
+        """The counts gathered for the previous step (what ``rank-stale-token-counts``
+        keeps using)."""
 
     # -- the loop ------------------------------------------------------------------------
 
     def step(self) -> None:
         """One group step; a violation only this rank saw stops every rank with it."""
-        self._joined = set()
+        self._joined, self._told = set(), False
         try:
             super().step()
         except contracts.ContractViolation as violation:
             if "rows" in self._joined and self.rows is not None and _shared(violation):
                 raise  # every rank checked the same rows and raises the same violation
+            if self._told:
+                self.stopped_at = self.group_step
+                raise  # this step's row said so: every rank stops at this same gather
             self._stop_group(violation)
             raise
 
@@ -139,8 +150,22 @@ class RankEngine(Engine):
             self._done = True  # no rank has work: every rank stops here, together
             return None
         self.group_step += 1
-        padded = self._padded(counts[:, 0], tokens)
-        self._check(padded, tokens, scheduled)
+        across = self._tokens_across_ranks(counts[:, 0])
+        local: contracts.ContractViolation | None = None
+        try:
+            CLOCK.build(contracts.TokensAcrossRanks, dp_size=self.group.world,
+                        dp_rank=self.group.rank, own_tokens=tokens, tokens_across_ranks=across)
+        except contracts.ContractViolation as violation:
+            local = violation  # told to every rank in this step's row, then raised here
+        padded = self._padded(across, tokens)
+        if local is None:
+            self._check(padded, tokens, scheduled, across=across)
+        else:
+            self._told = True
+            with contextlib.suppress(contracts.ContractViolation):  # SG701 naming this rank
+                self._check(padded, tokens, scheduled, stopped=_rule_number(local),
+                            across=across)
+            raise local
         self.exchanging.padded = padded
         self.runner.pad_to = padded  # every rank's forward is the agreed size
         if scheduled is not None:
@@ -153,6 +178,15 @@ class RankEngine(Engine):
         if result is None and busy:
             raise EngineStalled("nothing can be scheduled and nothing is in flight")
         return result
+
+    def _tokens_across_ranks(self, gathered: np.ndarray) -> np.ndarray:
+        """This rank's copy of every rank's token count (``rank-stale-token-counts``: the
+        last rank keeps the copy of its previous step)."""
+        previous, self._counts = self._counts, gathered
+        if self.fault == faults.RANK_STALE_TOKEN_COUNTS and self._faulty \
+                and previous is not None:
+            return previous
+        return gathered
 
     def _padded(self, counts: np.ndarray, own: int) -> int:
         if self.fault == faults.RANK_LOCAL_PADDING and self._faulty:
@@ -171,7 +205,7 @@ class RankEngine(Engine):
     # -- the checks across ranks ---------------------------------------------------------
 
     def _check(self, padded: int, tokens: int, scheduled: SchedulerOutput | None,
-               stopped: int = 0) -> None:
+               stopped: int = 0, across: np.ndarray | None = None) -> None:
         """Gather every rank's row and check them (nothing at all with contracts off)."""
         settings = contracts.current_config()
         if settings.mode is contracts.Mode.OFF:
@@ -181,7 +215,8 @@ class RankEngine(Engine):
         seq_ids = scheduled.seq_ids if scheduled is not None and full else ()
         row = RankStep(step=self.group_step, mtp_k=self.config.mtp_k, num_tokens=tokens,
                        padded_tokens=padded, dummy=scheduled is None,
-                       dummy_tokens=self.dummy_tokens, seq_ids=seq_ids, stopped=stopped)
+                       dummy_tokens=self.dummy_tokens, seq_ids=seq_ids, stopped=stopped,
+                       tokens_across_ranks=across)
         slots = self.config.max_num_seqs if full else 0
         start = time.perf_counter()
         try:
@@ -210,7 +245,8 @@ class RankEngine(Engine):
         padded = self._padded(counts[:, 0], self.dummy_tokens)
         # SG701 naming this rank: the others raise it; this rank raises its own.
         with contextlib.suppress(contracts.ContractViolation):
-            self._check(padded, self.dummy_tokens, None, stopped=_rule_number(violation))
+            self._check(padded, self.dummy_tokens, None, stopped=_rule_number(violation),
+                        across=counts[:, 0])
 
 
 def _shared(violation: contracts.ContractViolation) -> bool:
@@ -256,7 +292,8 @@ class RankJob:
         rank numbers its share from 0)."""
         share = list(self.requests[rank::self.world])
         if self.fault == faults.RANK_LOCAL_SEQ_IDS and rank == self.world - 1:
-            return [Request(i, r.prompt, r.max_tokens) for i, r in enumerate(share)]
+            return [Request(i, r.prompt, r.max_tokens, r.stop_token_ids)
+                    for i, r in enumerate(share)]
         return share
 
     def fault_of(self, rank: int) -> str | None:

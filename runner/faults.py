@@ -8,7 +8,7 @@ drafts that are almost never accepted); with strict contracts at full depth it s
 the boundary the bad data crosses first, with a violation naming the rule, the seq and
 its batch position. Two of them break no rule of any single object: only the relation
 between consecutive steps (SG6xx, checked by the engine's step tracker) shows them.
-Three more only show across data-parallel ranks (``specguard run --dp N``, injected on
+Four more only show across data-parallel ranks (``specguard run --dp N``, injected on
 the last rank): each rank is consistent on its own, but the ranks disagree (SG7xx,
 checked on every rank from one gathered row of metadata per step).
 
@@ -27,12 +27,14 @@ __all__ = [
     "RANK_LOCAL_PADDING",
     "RANK_LOCAL_SEQ_IDS",
     "RANK_MTP_K",
+    "RANK_STALE_TOKEN_COUNTS",
     "SENTINEL_IN_TARGET_INPUT",
     "SENTINEL_TO_EMBEDDING",
     "SKIPPED_REJECTION_ROLLBACK",
     "STALE_DRAFTS",
     "STALE_PADDING_SLOTS",
     "UNPROPOSED_DRAFTS",
+    "UNTRIMMED_OUTPUT",
     "WRONG_DRAFT_WIDTH",
     "Fault",
 ]
@@ -76,9 +78,11 @@ SKIPPED_REJECTION_ROLLBACK = "skipped-rejection-rollback"
 STALE_DRAFTS = "stale-drafts"
 STALE_PADDING_SLOTS = "stale-padding-slots"
 UNPROPOSED_DRAFTS = "unproposed-drafts"
+UNTRIMMED_OUTPUT = "untrimmed-output"
 RANK_MTP_K = "rank-mtp-k"
 RANK_LOCAL_PADDING = "rank-local-padding"
 RANK_LOCAL_SEQ_IDS = "rank-local-seq-ids"
+RANK_STALE_TOKEN_COUNTS = "rank-stale-token-counts"
 
 FAULTS: dict[str, Fault] = {f.name: f for f in (
     Fault(COMPACT_DRAFT_ROWS,
@@ -123,6 +127,18 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
           "device only the seqs it verified last step",
           "SG301", "ModelInput",
           "IndexError in the target model's embedding (a device-side assert on a GPU)"),
+    Fault(UNTRIMMED_OUTPUT,
+          "every verified token is given to its request, past its stop id and its limit",
+          ("request_output.given_tokens",),
+          "SGLang #31599 / #33758: a multi-token accept run was given whole, so tokens "
+          "after an accepted stop leaked and a run crossing max_new_tokens overshot it; "
+          "transformers #47912: assisted/MTP decoding generated past a mid-block EOS",
+          "SG403", "RequestOutput",
+          "finishes; requests are given more tokens than max_tokens, and tokens after "
+          "their stop id, so the outputs differ from plain greedy decoding",
+          # A stop id mid-row shows first as a token after it; one that ends the row
+          # leaves the request running.
+          also=("SG402", "SG404")),
     Fault(SKIPPED_REJECTION_ROLLBACK,
           "a seq still in flight resumes after every drafted slot, rejected ones included",
           ("ModelRunner._merge_decode_rows",),
@@ -189,6 +205,16 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
           "finishes; outputs are merged by seq id, so one rank's tokens overwrite "
           "another's and differ from plain greedy decoding",
           across_ranks=True),
+    Fault(RANK_STALE_TOKEN_COUNTS,
+          "one data-parallel rank sizes its step from the token counts of its previous step",
+          ("RankEngine._tokens_across_ranks",),
+          "vLLM #35294: the speculator kept a num_tokens_across_dp of its own instead of the "
+          "counts the ranks agreed for the forward, and the DP group hung",
+          "SG708", "TokensAcrossRanks",
+          "crashes: the rank pads to a size the others did not agree on and the step's "
+          "all-gather fails (gloo aborts a rank; NCCL hangs until its watchdog)",
+          # Where its own count did not change, its copy still differs from the others'.
+          also=("SG710",), across_ranks=True),
 )}
 
 

@@ -358,9 +358,10 @@ class ModelRunner:
         num_seqs = batch.seq_ids.shape[0]
         ends = np.cumsum(batch.num_scheduled_tokens, dtype=np.int64)
         finals = np.flatnonzero(~batch.is_decode & batch.samples)
-        rows = [decode.token_index.reshape(-1),
-                torch.as_tensor(ends[finals] - 1, dtype=_I64, device=device)]
-        tokens = self.model.greedy(hidden[torch.cat(rows)])
+        rows = torch.cat([decode.token_index.reshape(-1),
+                          torch.as_tensor(ends[finals] - 1, dtype=_I64, device=device)])
+        self._logits_rows(batch, decode, finals, int(rows.shape[0]))
+        tokens = self.model.greedy(hidden[rows])
         sampled = torch.full((num_seqs, k + 1 if decode.count else 1), contracts.PLACEHOLDER,
                              dtype=_I64, device=device)
         sampled[torch.as_tensor(finals, device=device), 0] = tokens[decode.count * (k + 1):]
@@ -381,6 +382,22 @@ class ModelRunner:
             sampled[at] = _tensor(verified.token_ids)
             num_rejected[at] = k - _tensor(verified.num_accepted)
         return _Sampled(sampled, num_rejected, num_drafts, verified)
+
+    @staticmethod
+    def _logits_rows(batch: SchedulerOutput, decode: _DecodeLayout, finals: np.ndarray,
+                     num_logits: int) -> None:
+        """The logits rows the verifier and the sampler read: each decode seq's span
+        (one row per scheduled draft plus one), then one row per prefill that samples.
+        No per-row data is laid against them here, so no request has rows of it."""
+        if contracts.current_config().mode is contracts.Mode.OFF:
+            return
+        sampling = np.concatenate([decode.positions, finals])
+        drafts = np.zeros(sampling.shape[0], dtype=np.int64)
+        drafts[:decode.count] = batch.num_scheduled_tokens[decode.positions] - 1
+        CLOCK.build(contracts.LogitsRows, num_logits=num_logits, num_rows=0,
+                    seq_ids=batch.seq_ids[sampling], num_drafts=drafts,
+                    row_starts=np.full(sampling.shape[0], -1, dtype=np.int64),
+                    row_counts=np.zeros(sampling.shape[0], dtype=np.int64))
 
     def _trace(self, batch: SchedulerOutput, decode: _DecodeLayout,
                model_input: contracts.ModelInput, sampled: _Sampled,

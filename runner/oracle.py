@@ -54,8 +54,14 @@ def _wave(
             generated[i].append(token)
         lengths[active] += 1
         _report(on_tokens, len(active))
-    return {r.request_id: np.array(g[:r.max_tokens], dtype=np.int64)
+    return {r.request_id: _through_stop(g[:r.max_tokens], r.stop_token_ids)
             for r, g in zip(requests, generated, strict=True)}
+
+
+def _through_stop(tokens: list[int], stops: tuple[int, ...]) -> np.ndarray:
+    """The tokens up to and including the first stop id (all of them without one)."""
+    hits = [i for i, token in enumerate(tokens) if token in stops]
+    return np.array(tokens[:hits[0] + 1] if hits else tokens, dtype=np.int64)
 
 
 def _report(on_tokens: Callable[[int], object] | None, count: int) -> None:

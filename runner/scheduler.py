@@ -32,6 +32,7 @@ from specguard import contracts
 from specguard.runner import faults
 from specguard.runner.config import EngineConfig
 from specguard.runner.kv_cache import BlockAllocator, blocks_for
+from specguard.runner.request_output import given_tokens
 from specguard.runner.scheduler_output import SchedulerOutput
 from specguard.runner.sequence import Seq, Status
 from specguard.runner.step_output import StepResult
@@ -69,6 +70,11 @@ class Scheduler:
         self.num_preemptions = 0
         self.delivered_tokens = 0
         self._in_flight: list[_Entry] = []
+        # Per request, by arrival: its token limit and its stop ids, which the delivery
+        # reads as tables (-1 padded), for a whole forward at once.
+        self._limits: list[int] = []
+        self._stops: list[tuple[int, ...]] = []
+        self._tables: tuple[np.ndarray, np.ndarray] | None = None
 
     # -- requests ----------------------------------------------------------------------
 
@@ -86,6 +92,20 @@ class Scheduler:
         seq = Seq.from_request(request, arrival=len(self.seqs))
         self.seqs[seq.seq_id] = seq
         self.waiting.append(seq)
+        self._limits.append(request.max_tokens)
+        self._stops.append(tuple(int(t) for t in request.stop_token_ids))
+        self._tables = None
+
+    def _request_tables(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(max_tokens [requests], stop ids [requests, most stop ids])`` by arrival,
+        built once after the requests are added."""
+        if self._tables is None:
+            width = max((len(stops) for stops in self._stops), default=0)
+            table = np.full((len(self._stops), width), -1, dtype=_IDS)
+            for row, stops in enumerate(self._stops):
+                table[row, :len(stops)] = stops
+            self._tables = (np.array(self._limits, dtype=_IDS), table)
+        return self._tables
 
     def has_unfinished(self) -> bool:
         """Some request still needs tokens."""
@@ -294,20 +314,31 @@ class Scheduler:
         self.running = partial + [s for s in self.running if not s.is_prefilling]
 
     def _deliver(self, result: StepResult) -> None:
-        counts = (result.token_ids >= 0).sum(axis=1)
-        for row, seq_id in enumerate(result.seq_ids.tolist()):
-            seq = self.seqs.get(seq_id)
-            if seq is None or seq.status is Status.FINISHED:
-                continue
+        seqs = [self.seqs.get(seq_id) for seq_id in result.seq_ids.tolist()]
+        rows = [row for row, seq in enumerate(seqs)
+                if seq is not None and seq.status is not Status.FINISHED]
+        if not rows:
+            return
+        live = [seq for seq in seqs if seq is not None and seq.status is not Status.FINISHED]
+        arrivals = np.array([seq.arrival for seq in live], dtype=_IDS)
+        at = np.array(rows, dtype=_IDS)
+        limits, stops = self._request_tables()
+        given = given_tokens(
+            seq_ids=result.seq_ids[at], token_ids=result.token_ids[at],
+            num_generated=np.array([seq.num_output for seq in live], dtype=_IDS),
+            max_tokens=limits[arrivals], stop_token_ids=stops[arrivals],
+            vocab_size=self.vocab_size, fault=self.fault)
+        for seq, row, count, done in zip(live, rows, given.num_given.tolist(),
+                                         given.finished.tolist(), strict=True):
+            if seq.status is Status.FINISHED:
+                continue  # a seq scheduled twice, finished by its first row
             seq.pending = 0
-            count = int(counts[row])
             if count == 0:
                 continue  # a middle prefill chunk samples nothing
-            before = min(seq.num_output, seq.max_tokens)
             seq.token_ids.extend(result.token_ids[row, :count].tolist())
             seq.drafts = result.draft_token_ids[row, :self._proposed(result, row)]
-            self.delivered_tokens += min(seq.num_output, seq.max_tokens) - before
-            if seq.num_output >= seq.max_tokens:
+            self.delivered_tokens += count
+            if done or seq.num_output >= seq.max_tokens:  # or a seq delivered twice
                 self._finish(seq)
 
     def _proposed(self, result: StepResult, row: int) -> int:

@@ -76,6 +76,6 @@ class Seq:
         return self.pending > 0 and self.num_output + 1 >= self.max_tokens
 
     def output_tokens(self) -> np.ndarray:
-        """The generated tokens, at most ``max_tokens`` of them."""
-        return np.array(self.token_ids[self.prompt_len:self.prompt_len + self.max_tokens],
-                        dtype=np.int64)
+        """The tokens the request was given (the delivery trims them to its stop id and
+        its ``max_tokens``)."""
+        return np.array(self.token_ids[self.prompt_len:], dtype=np.int64)

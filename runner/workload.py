@@ -11,11 +11,14 @@ __all__ = ["Request", "synthetic_requests"]
 
 @dataclass(frozen=True)
 class Request:
-    """One generation request: greedy decoding of ``max_tokens`` tokens after ``prompt``."""
+    """One generation request: greedy decoding of ``max_tokens`` tokens after ``prompt``,
+    or fewer when it generates one of its ``stop_token_ids`` (which it is given)."""
 
     request_id: int
     prompt: np.ndarray
     max_tokens: int
+    stop_token_ids: tuple[int, ...] = ()
+    """Ids that end the request once generated: its end-of-sequence id, its stop ids."""
 
     @property
     def prompt_len(self) -> int:

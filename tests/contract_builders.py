@@ -78,6 +78,33 @@ _DRAFTER_OUTPUT: dict[str, Any] = {
     "seq_ids": np.array([7, 8, 9]),
     "draft_token_ids": np.array([[1, 2], [3, 4], [5, 6]]),
 }
+# Three requests with 2, 0 and 1 drafts: 6 logits rows; the bitmask covers the first and
+# the last, the last one's rows first.
+_LOGITS_ROWS: dict[str, Any] = {
+    "num_logits": 6,
+    "num_rows": 5,
+    "seq_ids": np.array([40, 42, 44]),
+    "num_drafts": np.array([2, 0, 1]),
+    "row_starts": np.array([2, -1, 0]),
+    "row_counts": np.array([3, 0, 2]),
+}
+# Seq 42 stops at its end-of-sequence id 2; seq 44 reaches its limit of 4.
+_REQUEST_OUTPUT: dict[str, Any] = {
+    "vocab_size": 32,
+    "seq_ids": np.array([40, 42, 44]),
+    "token_ids": np.array([[5, 6, 9], [7, 2, -1], [3, -1, -1]]),
+    "num_emitted": np.array([3, 2, 1]),
+    "num_generated": np.array([0, 5, 3]),
+    "max_new_tokens": np.array([16, 16, 4]),
+    "stop_token_ids": np.array([[2], [2], [2]]),
+    "finished": np.array([False, True, True]),
+}
+_TOKENS_ACROSS_RANKS: dict[str, Any] = {
+    "dp_size": 3,
+    "dp_rank": 2,
+    "own_tokens": 6,
+    "tokens_across_ranks": np.array([15, 0, 6]),
+}
 
 CLEAN: dict[type[contracts.BoundaryObject], dict[str, Any]] = {
     contracts.ScheduledBatch: _SCHEDULED,
@@ -86,6 +113,9 @@ CLEAN: dict[type[contracts.BoundaryObject], dict[str, Any]] = {
     contracts.VerifyOutput: _VERIFY,
     contracts.DrafterInput: _DRAFTER_INPUT,
     contracts.DrafterOutput: _DRAFTER_OUTPUT,
+    contracts.LogitsRows: _LOGITS_ROWS,
+    contracts.RequestOutput: _REQUEST_OUTPUT,
+    contracts.TokensAcrossRanks: _TOKENS_ACROSS_RANKS,
 }
 
 

@@ -51,7 +51,7 @@ def _sorted(ids: Any) -> Any:
 @rule("SG010", "seq ids are unique and non-negative",
       boundary=Boundary.ANY,
       applies_to=("ScheduledBatch", "DraftTokens", "VerifyOutput", "DrafterInput",
-                  "DrafterOutput", "ModelInput"),
+                  "DrafterOutput", "ModelInput", "LogitsRows", "RequestOutput"),
       fields={"seq_ids"},
       bug="ATOM C14: the DP dummy seq has id -1, colliding with the deferred-output flag key.")
 def _unique_ids(obj: Any, values: ValueChecks) -> Finding | None:

@@ -38,6 +38,7 @@ DIMENSIONS: dict[str, Dim] = {
         ),
         Dim("max_blocks", "columns of the padded block table"),
         Dim("vocab_size", "token ids the embedding accepts: [0, vocab_size)"),
+        Dim("dp_size", "data-parallel ranks, one token count each", "SG707"),
     )
 }
 

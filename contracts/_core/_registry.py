@@ -43,13 +43,15 @@ class Boundary(str, enum.Enum):
     """The hand-overs of one speculative-decoding step (and ``any`` for structure).
 
     ``across ranks`` is what data-parallel ranks hand each other every step: the metadata
-    they must agree on before running the step's collectives together.
+    they must agree on before running the step's collectives together. ``verifier →
+    request`` is what each request is finally given at the end of a step.
     """
 
     ANY = "any boundary"
     SCHEDULE = "scheduler → runner"
     MODEL_INPUT = "runner → target model"
     VERIFY = "verifier → drafter"
+    OUTPUT = "verifier → request"
     DRAFT_INPUT = "runner → drafter"
     DRAFT_OUTPUT = "drafter → scheduler"
     RANKS = "across ranks"

@@ -130,9 +130,60 @@ def test_row_layout_is_the_header_then_padded_ids():
     """A row is the header fields in order, then the seq ids padded with -1."""
     row = RankStep(7, 3, 8, 12, False, 4, [9, 10], stopped=0).row(id_slots=4)
     assert row.dtype == np.int64
-    assert row.tolist() == [0, 7, 3, 8, 12, 0, 4, 2, 9, 10, -1, -1]
-    assert len(HEADER) == 8
+    assert row.tolist() == [0, 7, 3, 8, 12, 0, 4, 2, 0, 9, 10, -1, -1]
+    assert len(HEADER) == 9
     assert RankStep(7, 3, 8, 12, False, 4, [9, 10, 11]).row(id_slots=2).tolist()[-2:] == [9, 10]
+
+
+def test_row_layout_carries_the_token_counts_before_the_ids():
+    """The rank's copy of every rank's token count follows the header, counted in it."""
+    row = RankStep(7, 3, 8, 12, False, 4, [9], tokens_across_ranks=[8, 12]).row(id_slots=2)
+    assert row.tolist() == [0, 7, 3, 8, 12, 0, 4, 1, 2, 8, 12, 9, -1]
+
+
+#: Every rank's copy of the clean group's token counts.
+_COUNTS = [12, 8, 4, 12]
+
+
+def _with_counts(**changes_by_rank: dict[str, Any]) -> np.ndarray:
+    """The clean rows, every rank carrying ``_COUNTS``, then ``changes_by_rank``."""
+    changes: dict[str, Any] = {f"r{rank}": {"tokens_across_ranks": _COUNTS} for rank in range(4)}
+    for key, change in changes_by_rank.items():
+        changes[key] = {**changes[key], **change}
+    return rows(**changes)
+
+
+def test_ranks_holding_the_same_token_counts_pass():
+    """Copies that agree break no rule; the object holds each rank's copy."""
+    with contracts.checking(mode="strict", depth="full", collect="all"):
+        agreement = check_ranks(_with_counts())
+    assert agreement.tokens_across_ranks is not None
+    assert agreement.tokens_across_ranks.tolist() == [_COUNTS] * 4
+    assert agreement.seq_ids is not None and agreement.seq_ids.shape == (4, 4)
+
+
+def test_a_rank_with_another_copy_of_the_token_counts_is_named():
+    """A stale copy on rank 3 breaks SG710 at the default depth, naming rank and entry."""
+    with contracts.checking(mode="strict"), pytest.raises(contracts.ContractViolation) as caught:
+        check_ranks(_with_counts(r3={"tokens_across_ranks": [12, 8, 12, 12]}))
+    assert caught.value.codes == ("SG710",)
+    assert ("SG710 every rank holds the same token counts across ranks [RankAgreement."
+            "tokens_across_ranks, across ranks]: rank 3 holds [12, 8, 12, 12], but ranks 0, "
+            "1 and 2 hold [12, 8, 4, 12] (entry 2 differs) (expected 4; actual 12)"
+            ) in str(caught.value)
+    lines = describe_rows(_with_counts(r3={"tokens_across_ranks": [12, 8, 12, 12]}))
+    assert lines[3].endswith("token counts [12, 8, 12, 12]")
+
+
+def test_ranks_that_carry_different_numbers_of_counts_disagree():
+    """A rank that sends no copy while the others send theirs: SG710 on the count."""
+    matrix = _with_counts()
+    matrix[1, HEADER.index("across")] = 0
+    with contracts.checking(mode="strict"), pytest.raises(contracts.ContractViolation) as caught:
+        check_ranks(matrix)
+    assert caught.value.codes == ("SG710",)
+    assert "rank 1 sends 0 token counts, but ranks 0, 2 and 3 send 4 token counts" in str(
+        caught.value)
 
 
 def test_describe_rows_says_what_each_rank_reported():

@@ -16,8 +16,10 @@ def test_every_boundary_class_is_rebuilt_as_tensors_that_validate() -> None:
     assert set(objects) == {cls.__name__ for cls in contracts.BOUNDARY_OBJECTS}
     with contracts.checking(depth="full", collect="all"):
         for obj in objects.values():
-            # Every boundary class has seq_ids; the BoundaryObject protocol does not say so.
-            assert torch.is_tensor(obj.seq_ids)  # pyright: ignore[reportAttributeAccessIssue]
+            arrays = [getattr(obj, spec.name) for spec in contracts.fields_of(type(obj))
+                      if isinstance(spec, contracts.ArrayField)
+                      and getattr(obj, spec.name) is not None]
+            assert arrays and all(torch.is_tensor(array) for array in arrays)
             assert contracts.validate(obj) == []
 
 

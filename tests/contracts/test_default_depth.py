@@ -15,6 +15,7 @@ from contract_builders import build
 
 from specguard import contracts
 from specguard.adapters import examples as adapter_examples
+from specguard.contracts import examples
 from specguard.contracts._core._config import from_environ
 
 
@@ -23,6 +24,11 @@ def test_the_default_depth_is_essential():
     assert contracts.Config().depth is contracts.Depth.ESSENTIAL
     assert from_environ({}).depth is contracts.Depth.ESSENTIAL
     assert from_environ({"SPECGUARD_DEPTH": "Essential"}).depth is contracts.Depth.ESSENTIAL
+
+
+#: The value rules of the logits rows, the request output and the per-rank token counts:
+#: hand-overs with no other check, each a pass or two over a few small arrays.
+HAND_OVER_RULES = {"SG311", "SG312", "SG401", "SG402", "SG403", "SG404", "SG708", "SG709"}
 
 
 def test_every_value_rule_runs_by_default_unless_it_says_why_not():
@@ -72,6 +78,18 @@ def test_a_minus_one_draft_is_caught_by_default():
         build(contracts.ScheduledBatch, **bad)
     assert caught.value.codes == ("SG108",)
     assert caught.value.violations[0].position == 2  # decode row 1, after the two prefills
+
+
+@pytest.mark.parametrize("code", sorted(HAND_OVER_RULES))
+def test_the_hand_over_rules_catch_their_examples_by_default(code):
+    """Each rule of the three hand-overs stops its catalogue example at the default
+    settings, and none of them reads a value at metadata depth."""
+    example = examples.EXAMPLES[code]
+    with contracts.checking(depth="metadata"):
+        example.build()
+    with pytest.raises(contracts.ContractViolation) as caught:
+        example.build()
+    assert caught.value.codes == (code,)
 
 
 def test_a_scheduled_token_id_past_the_vocabulary_is_caught_by_default():

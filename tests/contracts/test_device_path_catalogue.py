@@ -77,6 +77,11 @@ def _empty(cls: type) -> dict[str, Any]:
         changes["query_start_loc"] = np.zeros(1, dtype=np.int64)
     if cls is contracts.ScheduledBatch:
         changes["block_tables"] = np.zeros((0, 5), dtype=np.int64)
+    if cls is contracts.LogitsRows:
+        changes.update(num_logits=0)
+    if cls is contracts.TokensAcrossRanks:  # a group has one rank at least: only this one
+        changes.update(dp_size=1, dp_rank=0, own_tokens=0,
+                       tokens_across_ranks=np.zeros(1, dtype=np.int64))
     return changes
 
 
@@ -97,6 +102,11 @@ def _one_seq(cls: type) -> dict[str, Any]:
         else:
             one["sample_indices"] = np.array([2])
         return one
+    if cls is contracts.LogitsRows:
+        return {"num_logits": 3, "seq_ids": np.array([40]), "num_drafts": np.array([2]),
+                "row_starts": np.array([0]), "row_counts": np.array([3])}
+    if cls is contracts.TokensAcrossRanks:
+        return {"dp_size": 1, "dp_rank": 0, "tokens_across_ranks": np.array([6])}
     return {name: value[:1] for name, value in clean.items() if isinstance(value, np.ndarray)}
 
 

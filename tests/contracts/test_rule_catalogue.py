@@ -20,6 +20,7 @@ from specguard.contracts import Array, Index, boundary_object
 
 SB, DT, MI = contracts.ScheduledBatch, contracts.DraftTokens, contracts.ModelInput
 DI, VO, DO = contracts.DrafterInput, contracts.VerifyOutput, contracts.DrafterOutput
+LR, RO, TA = contracts.LogitsRows, contracts.RequestOutput, contracts.TokensAcrossRanks
 #: The contracts' own rules; the engine adapters declare theirs (SG6xx) and test them there.
 OWN_RULES = {code: rule for code, rule in contracts.REGISTRY.items()
              if getattr(rule.check, "__module__", "specguard.contracts")
@@ -235,6 +236,70 @@ CASES: list[Case] = [
      "SG116 proposed counts are within [0, mtp_k] [DrafterOutput.num_proposed, "
      "drafter → scheduler]: seq 8 at batch position 1: proposed count is 3 "
      "(expected 0..mtp_k=2)"),
+    ("SG311", "one-row-per-request", lambda: build(LR, num_logits=3),
+     "SG311 the logits hold one row per request plus one per draft [LogitsRows.num_logits, "
+     "runner → target model]: the logits have 3 rows for 3 requests and 3 drafts "
+     "(expected num_seqs + sum(num_drafts)=6; actual 3)"),
+    ("SG311", "negative-drafts", lambda: build(LR, num_drafts=np.array([2, -1, 2])),
+     "SG311 the logits hold one row per request plus one per draft [LogitsRows.num_drafts, "
+     "runner → target model]: seq 42 at batch position 1: draft count is -1 (expected >= 0)"),
+    ("SG312", "producer-counted-fewer", lambda: build(LR, row_counts=np.array([2, 0, 2])),
+     "SG312 per-row data gives each request its 1 + K rows, inside the data [LogitsRows."
+     "row_counts, runner → target model]: seq 40 at batch position 0: the data holds 2 rows "
+     "for it, the logits 3 (expected 1 + num_drafts)"),
+    ("SG312", "past-the-data", lambda: build(LR, num_rows=4),
+     "SG312 per-row data gives each request its 1 + K rows, inside the data [LogitsRows."
+     "row_starts, runner → target model]: seq 40 at batch position 0: its rows 2..5 run past "
+     "the 4 rows of the data (expected rows within [0, num_rows=4))"),
+    ("SG312", "rows-without-a-start", lambda: build(LR, row_counts=np.array([3, 1, 2])),
+     "SG312 per-row data gives each request its 1 + K rows, inside the data [LogitsRows."
+     "row_counts, runner → target model]: seq 42 at batch position 1: the data holds 1 rows "
+     "for it but no first row (expected 0 rows for a request the data does not cover)"),
+    ("SG312", "shared-rows", lambda: build(LR, row_starts=np.array([1, -1, 0])),
+     "SG312 per-row data gives each request its 1 + K rows, inside the data [LogitsRows."
+     "row_starts, runner → target model]: seq 40 at batch position 0: its rows start at 1, "
+     "inside the rows 0..2 of batch position 2 (expected rows of its own)"),
+    ("SG401", "count-past-row", lambda: build(RO, num_emitted=np.array([4, 2, 1])),
+     "SG401 output rows are the emitted vocabulary ids, then -1 [RequestOutput.num_emitted, "
+     "verifier → request]: seq 40 at batch position 0: emitted count is 4 "
+     "(expected 0..width=3)"),
+    ("SG401", "token-behind-count", lambda: build(RO, num_emitted=np.array([3, 1, 1])),
+     "SG401 output rows are the emitted vocabulary ids, then -1 [RequestOutput.token_ids, "
+     "verifier → request]: seq 42 at batch position 1: column 1 (padding) is 2 "
+     "(expected 1 emitted vocabulary ids, then -1)"),
+    ("SG401", "stop-outside-vocabulary", lambda: build(
+        RO, stop_token_ids=np.array([[2], [2], [32]])),
+     "SG401 output rows are the emitted vocabulary ids, then -1 [RequestOutput."
+     "stop_token_ids, verifier → request]: seq 44 at batch position 2: stop id is 32 "
+     "(expected -1 or 0 <= id < vocab_size=32)"),
+    ("SG402", "token-after-eos", lambda: build(
+        RO, token_ids=np.array([[5, 2, 9], [7, 2, -1], [3, -1, -1]])),
+     "SG402 nothing is emitted after an accepted stop token [RequestOutput.token_ids, "
+     "verifier → request]: seq 40 at batch position 0: column 1 is stop id 2, and 1 more "
+     "token follows it (expected nothing after column 1)"),
+    ("SG403", "past-limit", lambda: build(RO, num_generated=np.array([0, 5, 4]),
+                                          finished=np.array([False, True, True])),
+     "SG403 no request is given more than max_new_tokens [RequestOutput.num_emitted, "
+     "verifier → request]: seq 44 at batch position 2: given 4 tokens before and 1 now "
+     "(expected at most max_new_tokens=4 in total)"),
+    ("SG404", "stopped-but-running", lambda: build(RO, finished=np.array([False, False, True])),
+     "SG404 a request whose output hit a stop or the limit is marked finished "
+     "[RequestOutput.finished, verifier → request]: seq 42 at batch position 1: emitted a "
+     "stop token last but is not marked finished (expected finished)"),
+    ("SG707", "short-vector", lambda: build(TA, tokens_across_ranks=np.array([15, 6])),
+     "SG707 one token count per data-parallel rank [TokensAcrossRanks.tokens_across_ranks, "
+     "across ranks]: tokens_across_ranks is i64[2] but dp_size=3 (expected dp_size=3; "
+     "actual 2)"),
+    ("SG708", "stale-entry", lambda: build(TA, own_tokens=9),
+     "SG708 this rank's entry is its own token count [TokensAcrossRanks.tokens_across_ranks, "
+     "across ranks]: entry 2 (this rank's) is 6 (expected own_tokens=9; actual 6)"),
+    ("SG708", "rank-outside", lambda: build(TA, dp_rank=3),
+     "SG708 this rank's entry is its own token count [TokensAcrossRanks.dp_rank, across "
+     "ranks]: rank 3 has no entry in a vector of 3 (expected 0 <= dp_rank < dp_size=3; "
+     "actual 3)"),
+    ("SG709", "negative-count", lambda: build(TA, tokens_across_ranks=np.array([15, -1, 6])),
+     "SG709 no rank's token count is negative [TokensAcrossRanks.tokens_across_ranks, "
+     "across ranks]: entry 1 is -1 (expected >= 0)"),
 ]
 
 

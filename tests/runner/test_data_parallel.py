@@ -82,8 +82,23 @@ def test_a_violation_on_one_rank_stops_the_others_with_it():
     assert ", stopped by SG601" in done.stdout
 
 
+def test_a_stale_copy_of_the_token_counts_is_stopped_on_its_rank_by_default():
+    """The last rank's copy of the counts is its previous step's: at the default depth it
+    breaks SG708 on that rank, which tells the others in the same step's row (SG701)."""
+    world = 2
+    done = run_ranks(world, "--fault", faults.RANK_STALE_TOKEN_COUNTS, "--contracts",
+                     "strict", "--depth", "essential")
+    assert done.returncode == exits.EXIT_VIOLATION, done.stdout + done.stderr
+    assert "stopped at step 2 by a contract violation on rank 1:" in done.stdout
+    assert "SG708 this rank's entry is its own token count" in done.stdout
+    lines = rank_lines(done.stdout)
+    assert "stopped at step 2 by SG708" in lines[1]
+    assert "stopped at step 2 by SG701" in lines[0]
+
+
 @pytest.mark.parametrize(("fault", "world"), [(faults.RANK_MTP_K, 4),
-                                               (faults.RANK_LOCAL_PADDING, 2)])
+                                               (faults.RANK_LOCAL_PADDING, 2),
+                                               (faults.RANK_STALE_TOKEN_COUNTS, 2)])
 def test_without_contracts_a_padding_disagreement_breaks_the_collective(fault, world):
     """Contracts off: the mismatched exchange kills the group (gloo aborts; NCCL would hang)."""
     done = run_ranks(world, "--fault", fault, "--contracts", "off")

@@ -41,6 +41,7 @@ WORKLOADS = {
     faults.STALE_DRAFTS: chunk_boundary,
     faults.STALE_PADDING_SLOTS: padded_decode,
     faults.UNPROPOSED_DRAFTS: short_drafter,
+    faults.UNTRIMMED_OUTPUT: chunk_boundary,
 }
 
 #: The engine finishes and its tokens differ from greedy decoding.
@@ -60,6 +61,7 @@ UNGUARDED = {
     faults.STALE_DRAFTS: SLOWER,
     faults.STALE_PADDING_SLOTS: DIVERGES,
     faults.UNPROPOSED_DRAFTS: SLOWER,
+    faults.UNTRIMMED_OUTPUT: DIVERGES,
 }
 
 #: Faults stopped at a row that belongs to no seq (a padding row): the violation names
@@ -332,10 +334,11 @@ def test_unknown_fault_name_is_refused():
 
 def test_faults_are_injected_in_engine_code_not_in_objects():
     """Each fault's sites name scheduler, runner or drafter functions that exist."""
-    from specguard.runner import data_parallel, drafter, model_runner, scheduler
+    from specguard.runner import data_parallel, drafter, model_runner, request_output, scheduler
 
     owners = {"Scheduler": scheduler.Scheduler,
               "ModelRunner": model_runner.ModelRunner, "drafter": drafter,
+              "request_output": request_output,
               "RankEngine": data_parallel.RankEngine, "RankJob": data_parallel.RankJob}
     for fault in FAULTS.values():
         for site in fault.sites:

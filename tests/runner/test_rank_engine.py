@@ -10,6 +10,7 @@ import pytest
 from engine_builders import chunk_boundary
 
 from specguard import contracts
+from specguard.adapters.ranks import HEADER
 from specguard.runner.data_parallel import (
     CRASHED,
     FINISHED,
@@ -69,7 +70,8 @@ def test_strict_gathers_one_row_per_step_before_the_exchange(depth):
     steps = engine.group_step
     assert group.calls[:3] == ["counts", "rows", "exchange"]
     assert group.calls.count("rows") == steps == group.calls.count("exchange")
-    width = 8 + (engine.config.max_num_seqs if depth == "full" else 0)
+    # The header, this rank's copy of every rank's token count, then the seq ids.
+    width = len(HEADER) + group.world + (engine.config.max_num_seqs if depth == "full" else 0)
     assert {row.shape for row in group.rows} == {(width,)}
     assert [int(row[1]) for row in group.rows] == list(range(1, steps + 1))
 

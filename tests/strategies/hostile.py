@@ -69,9 +69,10 @@ def _wrapping(value: Any, spec: ArrayField) -> Any:
     return _same_backend(value, array)
 
 
-# Seq ids, block ids, state slots and positions have no upper bound: 2**32 + 5 is valid.
+# Seq ids, block ids, state slots and positions have no upper bound: 2**32 + 5 is valid;
+# nor have a request's token limit and another rank's token count.
 _UNBOUNDED = frozenset({"seq_ids", "block_tables", "state_slots", "positions",
-                        "draft_seq_ids"})
+                        "draft_seq_ids", "max_new_tokens", "tokens_across_ranks"})
 
 
 def _huge_zero_size(value: Any, spec: ArrayField) -> Any:
@@ -145,6 +146,9 @@ HOSTILE_ARRAYS: dict[str, Callable[[Any, ArrayField], Any]] = {
     "ids that wrap in int32": _wrapping,
 }
 
+#: The hostile forms that are wrong only next to another array (SG005).
+_MIXES = frozenset({"other backend", "meta device"})
+
 #: Values for a scalar field that no boundary object may accept.
 HOSTILE_SCALARS: dict[str, Callable[[ScalarField], Any]] = {
     "None": lambda s: SKIP if s.optional else None,
@@ -173,6 +177,7 @@ def hostile_variants(case: Case) -> list[tuple[str, str, Any]]:
     """
     valid = case.kwargs()
     variants = []
+    arrays = sum(isinstance(spec, ArrayField) for spec in fields_of(case.cls))
     for spec in fields_of(case.cls):
         if isinstance(spec, ScalarField):
             made = {kind: make(spec) for kind, make in HOSTILE_SCALARS.items()}
@@ -184,5 +189,7 @@ def hostile_variants(case: Case) -> list[tuple[str, str, Any]]:
                 base = materialize(np.zeros(length, dtype=np.int64), case.backend, "int64",
                                    "contiguous")
             made = {kind: make(base, spec) for kind, make in HOSTILE_ARRAYS.items()}
+        if arrays < 2:  # one array is on one backend and device, whichever it is
+            made = {kind: bad for kind, bad in made.items() if kind not in _MIXES}
         variants.extend((spec.name, kind, bad) for kind, bad in made.items() if bad is not SKIP)
     return variants

@@ -110,11 +110,12 @@ def _required_arrays(case: Case) -> list[str]:
 
 
 def _generic(name: str, code: str, pick: Callable[[Case], list[str]],
-             change: Callable[[Any], Any]) -> Mutation:
+             change: Callable[[Any], Any],
+             classes: tuple[type[contracts.BoundaryObject], ...] | None = None) -> Mutation:
     def apply(case: Case, rng: Rng) -> Case:
         return case.with_after(_pick(rng, pick(case)), change)
 
-    return Mutation(name, code, contracts.BOUNDARY_OBJECTS, apply)
+    return Mutation(name, code, classes or contracts.BOUNDARY_OBJECTS, apply)
 
 
 def _wrong_scalar(case: Case, rng: Rng) -> Case:
@@ -134,6 +135,11 @@ def _below_minimum(case: Case, rng: Rng) -> Case:
     return case.with_values(**{scalar.name: lower})
 
 
+def _with_two_arrays() -> tuple[type[contracts.BoundaryObject], ...]:
+    """The boundary classes with two arrays at least, which one backend can split."""
+    return tuple(cls for cls in contracts.BOUNDARY_OBJECTS if len(_arrays(cls)) > 1)
+
+
 def _structural_mutations() -> list[Mutation]:
     """SG001, SG002, SG003, SG005 and SG006 on any field of any boundary class."""
     return [
@@ -142,8 +148,10 @@ def _structural_mutations() -> list[Mutation]:
         Mutation("scalar of the wrong type", "SG001", contracts.BOUNDARY_OBJECTS, _wrong_scalar),
         _generic("array of a foreign dtype", "SG002", _required_arrays, _wrong_dtype),
         _generic("array of the wrong rank", "SG003", _required_arrays, _wrong_rank),
-        _generic("array on the other backend", "SG005", _required_arrays, other_backend),
-        _generic("tensor on the meta device", "SG005", _required_arrays, on_meta_device),
+        _generic("array on the other backend", "SG005", _required_arrays, other_backend,
+                 _with_two_arrays()),
+        _generic("tensor on the meta device", "SG005", _required_arrays, on_meta_device,
+                 _with_two_arrays()),
         Mutation("scalar below its minimum", "SG006", contracts.BOUNDARY_OBJECTS,
                  _below_minimum),
     ]
@@ -467,6 +475,92 @@ def _proposed_past_k(case: Case, rng: Rng) -> Case:
     counts = np.full(np.asarray(ids).shape[0], k, dtype=np.int64)
     counts[int(rng.integers(0, counts.shape[0]))] = _pick(rng, [k + 1, -1, 2**40])
     return case.with_values(num_proposed=counts)
+def _logits_rows_miscounted(case: Case, rng: Rng) -> Case:
+    """Logits laid out with a row more or fewer than one per request plus its drafts."""
+    change = _pick(rng, [-1, 1]) if case.values["num_logits"] else 1
+    return case.with_values(num_logits=case.values["num_logits"] + change)
+
+
+def _rows_miscounted(case: Case, rng: Rng) -> Case:
+    """The producer counted one draft more or fewer for a covered request (vLLM #49694)."""
+    (counts,) = _copy(case, "row_counts")
+    covered = np.flatnonzero(np.asarray(case.values["row_starts"]) >= 0)
+    if covered.size == 0:
+        reject()
+    row = int(_pick(rng, covered.tolist()))
+    counts[row] += 1 if counts[row] == 1 or rng.random() < 0.5 else -1
+    return case.with_values(row_counts=counts, num_rows=case.values["num_rows"] + 1)
+
+
+def _output_count_past_row(case: Case, rng: Rng) -> Case:
+    """A count outside the row, with room under the limit for it (SG403 stays quiet)."""
+    emitted, limit = _copy(case, "num_emitted", "max_new_tokens")
+    row = int(rng.integers(0, emitted.shape[0]))
+    emitted[row] = _pick(rng, [case.values["token_ids"].shape[1] + 1, -1])
+    limit[row] = int(case.values["num_generated"][row]) + max(int(emitted[row]), 0) + 1
+    return case.with_values(num_emitted=emitted, max_new_tokens=limit)
+
+
+def _token_after_stop(case: Case, rng: Rng) -> Case:
+    """A row that emits its stop id, then the token after it (transformers #47912)."""
+    tokens, emitted, stops = _copy(case, "token_ids", "num_emitted", "stop_token_ids")
+    width = tokens.shape[1]
+    rows = np.flatnonzero((stops >= 0).any(axis=1)) if stops.shape[1] else np.zeros(0, int)
+    if width < 2 or rows.size == 0:
+        reject()
+    row = int(_pick(rng, rows.tolist()))
+    stop = int(stops[row][stops[row] >= 0][0])
+    at = int(rng.integers(0, width - 1))
+    tokens[row] = -1
+    tokens[row, :at + 2] = rng.integers(0, max(stop, 1), at + 2) % 2**20
+    tokens[row, :at + 2][tokens[row, :at + 2] == stop] = 0
+    tokens[row, at] = stop
+    stopped = (tokens[row, :at + 2, None] == stops[row][None, :]) & (stops[row] >= 0)
+    if stopped[:at].any():
+        reject()
+    emitted[row] = at + 2
+    generated, limit, finished = _copy(case, "num_generated", "max_new_tokens", "finished")
+    limit[row] = generated[row] + at + 2 + 1
+    finished[row] = True
+    return case.with_values(token_ids=tokens, num_emitted=emitted, max_new_tokens=limit,
+                            finished=finished)
+
+
+def _past_limit(case: Case, rng: Rng) -> Case:
+    emitted, limit = _copy(case, "num_emitted", "max_new_tokens")
+    given = np.asarray(case.values["num_generated"]) + emitted
+    row = int(rng.integers(0, emitted.shape[0]))
+    limit[row] = given[row] - int(rng.integers(1, 4))
+    (finished,) = _copy(case, "finished")
+    finished[row] = True
+    return case.with_values(max_new_tokens=limit, finished=finished)
+
+
+def _left_running(case: Case, rng: Rng) -> Case:
+    """A request that reached its limit this step, not marked finished."""
+    emitted, limit, finished = _copy(case, "num_emitted", "max_new_tokens", "finished")
+    rows = np.flatnonzero(emitted > 0)
+    if rows.size == 0:
+        reject()
+    row = int(_pick(rng, rows.tolist()))
+    limit[row] = int(case.values["num_generated"][row]) + int(emitted[row])
+    finished[row] = False
+    return case.with_values(max_new_tokens=limit, finished=finished)
+
+
+def _stale_own_entry(case: Case, rng: Rng) -> Case:
+    """This rank's entry from another forward than the one it runs (vLLM #35294)."""
+    own = case.values["own_tokens"]
+    return case.with_values(own_tokens=own + 1 if own == 0 or rng.random() < 0.5 else own - 1)
+
+
+def _negative_count(case: Case, rng: Rng) -> Case:
+    (across,) = _copy(case, "tokens_across_ranks")
+    others = [r for r in range(across.shape[0]) if r != case.values["dp_rank"]]
+    if not others:
+        reject()
+    across[int(_pick(rng, others))] = _pick(rng, [-1, -(2**31)])
+    return case.with_values(tokens_across_ranks=across)
 
 
 def _value_mutations() -> list[Mutation]:
@@ -522,6 +616,21 @@ def _value_mutations() -> list[Mutation]:
                  _real_row_padding_slot, one),
         Mutation("proposed count outside [0, mtp_k]", "SG116", _classes("SG116"),
                  _proposed_past_k, one),
+        Mutation("logits rows miscounted", "SG311", _classes("SG311"),
+                 _logits_rows_miscounted),
+        Mutation("per-row data counted other drafts (vLLM #49694)", "SG312",
+                 _classes("SG312"), _rows_miscounted, one),
+        Mutation("emitted count outside the row", "SG401", _classes("SG401"),
+                 _output_count_past_row, one),
+        Mutation("token after an accepted stop (transformers #47912)", "SG402",
+                 _classes("SG402"), _token_after_stop, one),
+        Mutation("given past max_new_tokens (SGLang #33758)", "SG403", _classes("SG403"),
+                 _past_limit, one),
+        Mutation("at the limit but not finished", "SG404", _classes("SG404"),
+                 _left_running, one),
+        Mutation("this rank's entry is stale (vLLM #35294)", "SG708", _classes("SG708"),
+                 _stale_own_entry),
+        Mutation("a negative rank count", "SG709", _classes("SG709"), _negative_count),
     ]
 
 

@@ -23,8 +23,11 @@ from specguard.contracts import (
     DrafterInput,
     DrafterOutput,
     DraftTokens,
+    LogitsRows,
     ModelInput,
+    RequestOutput,
     ScheduledBatch,
+    TokensAcrossRanks,
     VerifyOutput,
     fields_of,
 )
@@ -324,6 +327,74 @@ def drafter_outputs(draw: Draw, min_seqs: int = 0, **_: int) -> Case:
     return Case(DrafterOutput, values, **_layout(draw, DrafterOutput))
 
 
+@st.composite
+def logits_rows(draw: Draw, min_seqs: int = 0, **_: int) -> Case:
+    """Valid ``LogitsRows`` cases: a random subset of requests covered, their rows laid
+    out in a random order, with or without unused rows between them."""
+    rng = seeded_rng(draw)
+    n, mtp_k = draw(_counts(min_seqs)), draw(st.integers(1, 8))
+    drafts = np.where(_pattern_rows(draw, rng, n), 0, rng.integers(0, mtp_k + 1, n))
+    covered = rng.random(n) < draw(st.sampled_from((0.0, 0.5, 1.0)))
+    counts = np.where(covered, drafts + 1, 0)
+    gaps = rng.integers(0, 2 if draw(st.booleans()) else 1, n) * covered
+    order = rng.permutation(n)
+    ends = np.cumsum((counts + gaps)[order])
+    starts = np.full(n, -1, dtype=np.int64)
+    starts[order] = ends - counts[order]
+    starts[~covered] = -1
+    values = {
+        "num_logits": int(n + drafts.sum()), "num_rows": int(ends[-1]) if n else 0,
+        "seq_ids": _unique_ids(rng, n, draw(st.integers(n, INT32_MAX))),
+        "num_drafts": drafts.astype(np.int64), "row_starts": starts,
+        "row_counts": counts.astype(np.int64),
+    }
+    return Case(LogitsRows, values, **_layout(draw, LogitsRows))
+
+
+@st.composite
+def request_outputs(draw: Draw, min_seqs: int = 0, **_: int) -> Case:
+    """Valid ``RequestOutput`` cases: some rows end at a stop id, some at the limit,
+    some neither; finished wherever one of the two was reached (and at random else)."""
+    rng = seeded_rng(draw)
+    n, width = draw(_counts(min_seqs)), draw(st.integers(1, 9))
+    num_stops, vocab = draw(st.integers(0, 3)), draw(st.integers(1, 2**20))
+    # Stop ids are the top ids of the vocabulary and rows emit the others, so a stop
+    # appears only where one is placed (with no id left for rows, there are no stops).
+    stopping = min(5, vocab - 1)
+    num_stops = num_stops if stopping else 0
+    stops = rng.integers(vocab - stopping, vocab, (n, num_stops))
+    stops[rng.random((n, num_stops)) < 0.3] = -1
+    emitted = rng.integers(0, width + 1, n)
+    tokens = rng.integers(0, vocab - stopping, (n, width))
+    tokens[np.arange(width)[None, :] >= emitted[:, None]] = -1
+    has_stop = (stops >= 0).any(axis=1) & (emitted > 0) & (rng.random(n) < 0.5)
+    rows = np.flatnonzero(has_stop)
+    first_stop = stops[rows, np.argmax(stops[rows] >= 0, axis=1)] if num_stops else rows
+    tokens[rows, emitted[rows] - 1] = first_stop
+    generated = rng.integers(0, 1000, n)
+    max_new = generated + emitted + rng.integers(0, 3, n)
+    hit = has_stop | ((generated + emitted >= max_new) & (emitted > 0))
+    values = {
+        "vocab_size": vocab, "seq_ids": _unique_ids(rng, n, draw(st.integers(n, INT32_MAX))),
+        "token_ids": tokens, "num_emitted": emitted.astype(np.int64),
+        "num_generated": generated.astype(np.int64), "max_new_tokens": max_new.astype(np.int64),
+        "stop_token_ids": stops, "finished": hit | (rng.random(n) < 0.2),
+    }
+    return Case(RequestOutput, values, **_layout(draw, RequestOutput))
+
+
+@st.composite
+def tokens_across_ranks(draw: Draw, min_seqs: int = 0, **_: int) -> Case:
+    """Valid ``TokensAcrossRanks`` cases: one rank of a group of 1 to 64."""
+    rng = seeded_rng(draw)
+    size = draw(st.integers(1, 64))
+    rank = draw(st.integers(0, size - 1))
+    across = rng.integers(0, draw(st.sampled_from((1, 17, 2**20))), size)
+    values = {"dp_size": size, "dp_rank": rank, "own_tokens": int(across[rank]),
+              "tokens_across_ranks": across}
+    return Case(TokensAcrossRanks, values, **_layout(draw, TokensAcrossRanks))
+
+
 #: The valid-case strategy of every boundary class.
 VALID: dict[type[contracts.BoundaryObject], Callable[..., st.SearchStrategy[Case]]] = {
     ScheduledBatch: scheduled_batches,
@@ -332,6 +403,9 @@ VALID: dict[type[contracts.BoundaryObject], Callable[..., st.SearchStrategy[Case
     VerifyOutput: verify_outputs,
     DrafterInput: drafter_inputs,
     DrafterOutput: drafter_outputs,
+    LogitsRows: logits_rows,
+    RequestOutput: request_outputs,
+    TokensAcrossRanks: tokens_across_ranks,
 }
 
 

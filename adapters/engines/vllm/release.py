@@ -14,8 +14,8 @@ import re
 
 from specguard.contracts import ConfigError
 
-__all__ = ["ENV_VERSION", "KNOWN_VERSIONS", "LATEST", "MASKING_SINCE", "parse_version",
-           "release_from_environment", "release_of"]
+__all__ = ["ENV_VERSION", "KNOWN_VERSIONS", "LATEST", "MASKING_SINCE",
+           "STRIDED_BITMASK_SINCE", "parse_version", "release_from_environment", "release_of"]
 
 #: vLLM releases whose traffic the conformance corpus holds, oldest first.
 KNOWN_VERSIONS = ("0.11.0", "0.11.1", "0.24.0", "0.33.0")
@@ -25,6 +25,10 @@ LATEST = KNOWN_VERSIONS[-1]
 #: before the target embeds them (``_preprocess``), whose rejection sampler rejects a
 #: ``-1`` draft, and whose scheduler pads a fully cached new request with ``[-1] * k``.
 MASKING_SINCE = (0, 33, 0)
+#: The first recorded release whose grammar bitmask gives every structured-output request
+#: a block of the same number of rows (``rows // requests``, of which the runner takes the
+#: request's ``1 + K``); before it the blocks are packed, ``1 + K`` rows each.
+STRIDED_BITMASK_SINCE = (0, 33, 0)
 #: The environment variable that names the release on the plugin path.
 ENV_VERSION = "SPECGUARD_VLLM_VERSION"
 

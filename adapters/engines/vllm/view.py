@@ -10,6 +10,8 @@ sampler's output and the drafter's ``propose()`` inputs through vLLM's own names
                        next_token_ids=..., last_token_indices=...,
                        common_attn_metadata=...)     # what the MTP head will embed
     view.drafted(step, draft_token_ids)               # (batch, K_t), K_t <= k
+    view.logits_rows(step, grammar_output,            # the grammar bitmask's rows
+                     num_logits=logits.shape[0])      # against the 1 + K logits rows
 
 vLLM's conventions are checked as vLLM's runner reads them (recorded from vLLM 0.11.0,
 0.11.1 and 0.33.0 in the conformance corpus): a request's drafts are the tail of its
@@ -53,6 +55,7 @@ from specguard.adapters.engines.vllm.release import (
     KNOWN_VERSIONS,
     LATEST,
     MASKING_SINCE,
+    STRIDED_BITMASK_SINCE,
     parse_version,
 )
 from specguard.adapters.step_tracker import StepPlan, StepTracker
@@ -62,6 +65,7 @@ from specguard.contracts import (
     DrafterInput,
     DrafterOutput,
     DraftTokens,
+    LogitsRows,
     VerifyOutput,
     current_config,
 )
@@ -288,6 +292,44 @@ class VllmView:
                 decode = step.num_draft_tokens > 0
                 self.tracker.record_accepted(step.tracker_ids[decode], host[decode])
         return out
+
+    def logits_rows(self, step: VllmStep, grammar_output: Any, *,
+                    num_draft_tokens: Any = None, num_logits: int | None = None) -> LogitsRows:
+        """Check a ``GrammarOutput``'s bitmask rows against the step's logits rows.
+
+        Read as ``apply_grammar_bitmask`` reads them: the bitmask's requests in
+        ``structured_output_request_ids`` order, each with ``1 + K`` rows (``K`` its
+        entry of ``scheduled_spec_decode_tokens``), packed one after the other before
+        0.33.0 and in blocks of ``rows // requests`` from it on; a request no longer in
+        the batch keeps its rows. ``num_draft_tokens`` is the runner's own count per
+        request when it differs from the scheduler's (drafts trimmed in the runner),
+        ``num_logits`` the logits' rows (default: one per request plus its drafts).
+        """
+        order = step.req_ids
+        scheduled = step.num_draft_tokens
+        runner = scheduled if num_draft_tokens is None else host_array(num_draft_tokens)
+        listed = getattr(grammar_output, "structured_output_request_ids", None)
+        requests = list(listed) if isinstance(listed, Sequence | Mapping) else []
+        shape = tuple(getattr(getattr(grammar_output, "grammar_bitmask", None), "shape", (0,)))
+        num_rows = int(shape[0]) if shape else 0
+        starts = np.full(len(order), -1, dtype=np.int64)
+        counts = np.zeros(len(order), dtype=np.int64)
+        at = {req_id: i for i, req_id in enumerate(order)}
+        stride = num_rows // len(requests) if requests else 0
+        strided = parse_version(self.version) >= STRIDED_BITMASK_SINCE
+        first = 0
+        for index, req_id in enumerate(requests):
+            i = at.get(req_id)
+            rows = 1 + (int(scheduled[i]) if i is not None else 0)
+            if i is not None:
+                starts[i], counts[i] = (index * stride if strided else first), rows
+            first += rows
+        total = len(order) + int(runner.sum()) if isinstance(runner, np.ndarray) \
+            and runner.ndim == 1 and np.issubdtype(runner.dtype, np.integer) else 0
+        return build(LogitsRows, {
+            "num_logits": total if num_logits is None else num_logits, "num_rows": num_rows,
+            "seq_ids": np.arange(len(order)), "num_drafts": runner, "row_starts": starts,
+            "row_counts": counts}, names=order)
 
     def drafted(self, step: VllmStep, draft_token_ids: Any) -> DrafterOutput:
         """Check the drafter's proposals, ``(batch, K_t)``, one row per request in order.
