@@ -44,16 +44,16 @@ and not checked.
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import repeat
 from operator import attrgetter, countOf
-from typing import Any, overload
+from typing import Any
 
 import numpy as np
 
 from specguard.adapters._build import build
 from specguard.adapters._host import host_array
+from specguard.adapters._tracked_names import TrackedNames
 from specguard.adapters.engines.sglang.layout import (
     DRAFT_INPUT_PARTS,
     SglangDraftExtend,
@@ -310,7 +310,7 @@ class SglangView:
         self.tracker.schedule(StepPlan(
             self.mtp_k, ids, np.zeros(len(req_ids), dtype=bool), prefix.astype(np.int64),
             extend.astype(np.int64), empty, np.zeros(0, dtype=np.int64),
-            token_ids=host_array(tokens)), names=_TrackedNames(self._names))
+            token_ids=host_array(tokens)), names=TrackedNames(self._names))
         return target
 
     def _decode_entry(self, batch: Any, req_ids: tuple[str, ...],
@@ -367,7 +367,7 @@ class SglangView:
         self.tracker.schedule(StepPlan(
             self.mtp_k, ids, np.ones(size, dtype=bool), lens.astype(np.int64),
             np.full(size, self.mtp_k + 1, dtype=np.int64), rows.astype(np.int64),
-            np.full(size, self.mtp_k, dtype=np.int64)), names=_TrackedNames(self._names))
+            np.full(size, self.mtp_k, dtype=np.int64)), names=TrackedNames(self._names))
 
     # -- request ids and what the view remembers of them ------------------------------
 
@@ -443,25 +443,6 @@ class SglangView:
             self._last.pop(number, None)
             self._names.pop(number, None)
             self._last_version += 1
-
-
-class _TrackedNames(Sequence[str]):
-    """Request ids by tracker id, for naming the tracker's violations: ``names[id]``."""
-
-    def __init__(self, names: dict[int, str]) -> None:
-        self._by_id = names
-
-    def __len__(self) -> int:
-        return max(self._by_id, default=-1) + 1
-
-    @overload
-    def __getitem__(self, index: int) -> str: ...
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[str]: ...
-    def __getitem__(self, index: int | slice) -> str | Sequence[str]:
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(len(self)))]
-        return self._by_id.get(index, f"#{index}")
 
 
 def _read(obj: Any, name: str) -> Any:

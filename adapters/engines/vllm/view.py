@@ -30,13 +30,14 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Mapping, Sequence
 from itertools import repeat
-from typing import Any, NamedTuple, overload
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from specguard.adapters._build import build
 from specguard.adapters._host import host_array
 from specguard.adapters._step_rules import VERIFY, VerifyRows, runs
+from specguard.adapters._tracked_names import TrackedNames
 from specguard.adapters.engines.vllm._drafter import attention_fields, drafter_fields
 from specguard.adapters.engines.vllm._drafts import dense_drafts, draft_tokens, listed_rows
 from specguard.adapters.engines.vllm._readers import (
@@ -228,7 +229,7 @@ class VllmView:
             step = VllmStep(order, self._stable_ids(order) if order else np.arange(0),
                             read, width, listed=listed_counts(drafts, order))
             self.tracker.schedule(self._counted_plan(scheduler_output, step, counts),
-                                  names=_TrackedNames(self._names), forwarded=bool(order))
+                                  names=TrackedNames(self._names), forwarded=bool(order))
             return step
         entries = read()
         # A SchedulerOutput without requests runs no forward: the runner returns early
@@ -239,7 +240,7 @@ class VllmView:
                         else np.arange(len(order)), read, width, entries)
         if self.tracker is not None:
             self.tracker.schedule(self._plan(scheduler_output, step, drafts, entries.listed),
-                                  names=_TrackedNames(self._names), forwarded=bool(order))
+                                  names=TrackedNames(self._names), forwarded=bool(order))
         return step
 
     def _read_entries(self, output: Any, order: tuple[str, ...], counts: Mapping[Any, Any],
@@ -346,7 +347,7 @@ class VllmView:
             "draft_token_ids": draft_token_ids}, names=step.req_ids)
         if self.tracker is not None and rows == len(step.req_ids):
             self.tracker.draft_rows(step.tracker_ids, _widen(draft_token_ids, self.mtp_k),
-                                    names=_TrackedNames(self._names))
+                                    names=TrackedNames(self._names))
         return out
 
     def drafter_input(self, step: VllmStep, *, target_token_ids: Any, target_positions: Any,
@@ -437,28 +438,6 @@ class VllmView:
             num_scheduled=step.num_scheduled, draft_token_ids=rows, num_drafts=counts,
             draft_placeholder=PLACEHOLDER if refills else None,
             num_before_drafts=np.maximum(step.num_scheduled[decode] - listed, 0))
-
-
-class _TrackedNames(Sequence[str]):
-    """Request ids by tracker id, for naming the tracker's violations: ``names[id]``."""
-
-    def __init__(self, names: dict[int, str]) -> None:
-        self._by_id = names
-        self._length: int | None = None  # read only when a violation is named
-
-    def __len__(self) -> int:
-        if self._length is None:
-            self._length = max(self._by_id, default=-1) + 1
-        return self._length
-
-    @overload
-    def __getitem__(self, index: int) -> str: ...
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[str]: ...
-    def __getitem__(self, index: int | slice) -> str | Sequence[str]:
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(len(self)))]
-        return self._by_id.get(index, f"#{index}")
 
 
 def _real_counts(step: VllmStep) -> np.ndarray:

@@ -21,15 +21,15 @@ from __future__ import annotations
 
 import sys
 from collections import OrderedDict
-from collections.abc import Sequence
 from dataclasses import dataclass
 from operator import attrgetter
-from typing import Any, overload
+from typing import Any
 
 import numpy as np
 
 from specguard.adapters._build import build
 from specguard.adapters._host import host_array
+from specguard.adapters._tracked_names import TrackedNames
 from specguard.adapters.engines.sglang.v2.layout import (
     SglangForwardEntry,
     SglangV2VerifyInput,
@@ -190,7 +190,7 @@ class SglangV2View:
         if self.carried is not None and topk_index is not None and topk_index.ndim == 2 \
                 and topk_index.shape[0] == bonus.shape[0] and topk_index.shape[1] >= 1:
             rows = np.stack([bonus.astype(np.int64), topk_index[:, 0].astype(np.int64)], 1)
-            self.carried.draft_rows(step.ids, rows, names=_TrackedNames(self._names))
+            self.carried.draft_rows(step.ids, rows, names=TrackedNames(self._names))
 
     # - the step trackers -
 
@@ -200,7 +200,7 @@ class SglangV2View:
 
     def _schedule_trackers(self, batch: Any, step: SglangV2Step) -> None:
         n = len(step.rids)
-        names = _TrackedNames(self._names)
+        names = TrackedNames(self._names)
         lens = host_array(getattr(batch, "seq_lens_cpu", None))
         if lens is None or lens.shape != (n,):
             lens = host_array(step.seq_lens)
@@ -248,7 +248,7 @@ class SglangV2View:
         self.tracker.schedule(StepPlan(
             self.mtp_k, step.ids, np.ones(n, dtype=bool), self._decode_lens,
             np.full(n, self.num_draft_tokens, dtype=np.int64), drafts.astype(np.int64),
-            np.full(n, self.mtp_k, dtype=np.int64)), names=_TrackedNames(self._names))
+            np.full(n, self.mtp_k, dtype=np.int64)), names=TrackedNames(self._names))
 
     def _track_verified(self, step: SglangV2Step, predict: Any, lens: Any) -> None:
         assert self.tracker is not None
@@ -292,25 +292,6 @@ class SglangV2View:
             numbers[i] = number
         self._last = (rids, numbers.copy())
         return numbers
-
-
-class _TrackedNames(Sequence[str]):
-    """Request ids by tracker id, for naming the trackers' violations: ``names[id]``."""
-
-    def __init__(self, names: dict[int, str]) -> None:
-        self._by_id = names
-
-    def __len__(self) -> int:
-        return max(self._by_id, default=-1) + 1
-
-    @overload
-    def __getitem__(self, index: int) -> str: ...
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[str]: ...
-    def __getitem__(self, index: int | slice) -> str | Sequence[str]:
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(len(self)))]
-        return self._by_id.get(index, f"#{index}")
 
 
 _RID = attrgetter("rid")
