@@ -47,6 +47,18 @@ class StepPlan:
     """Per decode row, the tokens scheduled ahead of its drafts; None means one (the
     anchor). vLLM 0.11.x schedules the drafts proposed for a discarded prefill chunk with
     the final chunk, behind the rest of the prompt."""
+    drafts_handed_over: np.ndarray | None = None
+    """Per decode row (bool), drafts another instance proposed and handed over with the
+    seq (a P/D consumer's first decode): real, though this engine's drafter never made
+    them. None: none were."""
+    first_scheduled: np.ndarray | None = None
+    """Per seq (bool), the engine's own word that this is the seq's first step on this
+    runner (vLLM's ``scheduled_new_reqs``). None: the tracker decides from the seqs it
+    has seen, which it can only where ids are stable (:attr:`stable_ids`)."""
+    stable_ids: bool = True
+    """Whether a seq keeps its id while it is absent from batches. A view that numbers
+    only the requests of consecutive batches (and so may renumber one that comes back)
+    says False: then only :attr:`first_scheduled` tells a new seq from a returning one."""
 
     @classmethod
     def of(cls, batch: ScheduledBatch) -> StepPlan | None:
@@ -57,8 +69,14 @@ class StepPlan:
         if any(a is None for a in arrays):
             return None
         seq_ids, is_decode, context, scheduled, drafts, counts = cast(list[np.ndarray], arrays)
+        handed = batch.drafts_handed_over
+        if handed is not None:
+            handed = host_array(handed)
+            if handed is None:  # unread, it would read as "none handed over"
+                return None
         return cls(batch.mtp_k, seq_ids, is_decode, context - scheduled, scheduled,
-                   drafts, counts, batch.draft_placeholder, host_array(batch.token_ids))
+                   drafts, counts, batch.draft_placeholder, host_array(batch.token_ids),
+                   drafts_handed_over=handed)
 
     def is_sound(self) -> bool:
         """Whether the arrays have the shapes and kinds the tracker relies on."""
@@ -72,6 +90,11 @@ class StepPlan:
         before = self.num_before_drafts
         if before is not None and (before.shape != (decode,)
                                    or not is_integer(before.dtype)):
+            return False
+        handed, first = self.drafts_handed_over, self.first_scheduled
+        if handed is not None and (handed.shape != (decode,) or handed.dtype != bool):
+            return False
+        if first is not None and (first.shape != (n,) or first.dtype != bool):
             return False
         return (
             type(self.mtp_k) is int and self.mtp_k >= 1

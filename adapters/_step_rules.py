@@ -3,7 +3,7 @@
 The step tracker derives these small host objects from the previous step's state and the
 objects crossing now, and builds them, which validates them like any boundary object:
 by mode, at each rule's depth, naming the seq and its batch position. Rules
-SG601-SG608 and SG660.
+SG601-SG608, SG660 and SG661.
 """
 
 from __future__ import annotations
@@ -71,6 +71,11 @@ class StepTransition(BoundaryObject):
     num_proposed: Index[Array, "num_decode"] | None = None
     """How many drafts the drafter really proposed for the seq in the previous step, or
     -1 where it proposed none or that is not known."""
+    first_seen: Bool[Array, "num_decode"] | None = None
+    """Rows whose seq this step is the first the tracker has seen of it, where that is
+    certain (None: not known, as for a tracker attached to a running engine)."""
+    drafts_handed_over: Bool[Array, "num_decode"] | None = None
+    """Rows whose drafts another instance proposed and handed over with the seq."""
 
 
 @boundary_object(Boundary.VERIFY)
@@ -358,6 +363,41 @@ def _no_unproposed_drafts(step: StepTransition, values: ValueChecks) -> Finding 
         expected=f"<= {host_value(proposed, row)}", actual=str(host_value(carried, row))))
 
 
+@rule("SG661", "a seq new to the runner carries no drafts it was not handed",
+      boundary=Boundary.SCHEDULE, applies_to=("StepTransition",),
+      fields={"first_seen", "num_drafts", "refilled", "drafts_handed_over"},
+      bug="P/D disaggregation with MTP: a remotely prefilled request's first decode on "
+      "the decode instance, or a request resumed there, is scheduled with a draft row "
+      "no drafter made for it (zeros, or what the row's previous owner left in the "
+      "buffer), verified as real drafts instead of as placeholders.")
+def _no_drafts_from_nowhere(step: StepTransition, values: ValueChecks) -> Finding | None:
+    """Drafts are proposed by a drafter for a seq it has run: a seq this runner has never
+    run (a remotely prefilled request on its first decode, one resumed from elsewhere)
+    has none, unless the instance that prefilled it handed its drafter's proposal over
+    with it. Whatever else fills its draft slots (zeros, a stale buffer row, another
+    seq's drafts) is verified as if proposed: never accepted, or, worse, accepted where
+    it happens to match, with nothing in any single object to show it.
+
+    What it checks: a decode row whose seq the tracker has certainly never seen carries
+    no real draft (``num_drafts`` 0), unless its drafts are marked as handed over. A row
+    the runner refills from its previous-step buffers, placeholder slots included, is
+    SG603's: it must have been in the previous forward."""
+    first = step.first_seen
+    if first is None:
+        return None
+    real = cast(np.ndarray, step.num_drafts)
+    bad = first & (real > 0) & ~cast(np.ndarray, step.refilled)
+    handed = step.drafts_handed_over
+    if handed is not None:
+        bad &= ~handed
+    return values.any_true(bad, lambda row: Finding(
+        f"first seen at this decode, it carries {host_value(real, row)} real drafts "
+        "that no drafter of this engine proposed for it and none handed over",
+        "num_drafts", position=host_value(step.decode_positions, row),
+        expected="placeholders (0 real drafts), or drafts marked as handed over",
+        actual=str(host_value(real, row))))
+
+
 def runs(*codes: str) -> bool:
     """Whether any of the rules ``codes`` runs at the current depth: the tracker builds an
     object, and keeps what it needs, only for rules that will read it."""
@@ -369,7 +409,7 @@ def runs(*codes: str) -> bool:
 
 
 #: The rules of each object the tracker builds, and of what it remembers.
-TRANSITION = ("SG601", "SG602", "SG603", "SG607", "SG660")
+TRANSITION = ("SG601", "SG602", "SG603", "SG607", "SG660", "SG661")
 VERIFY = ("SG604", "SG605")
 DRAFTER = ("SG606",)
 PROGRESS = ("SG601",)

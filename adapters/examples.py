@@ -106,6 +106,24 @@ def _unproposed_drafts() -> None:
         num_drafts=_ids(3, 3, 3)))
 
 
+def _drafts_from_nowhere() -> None:
+    tracker = StepTracker()
+    tracker.schedule(scheduled_batch(  # the engine's first step: two prompts
+        num_decode=0, num_tokens=10, seq_ids=_ids(13, 14), is_decode=np.array([False, False]),
+        num_scheduled_tokens=_ids(5, 5), context_lens=_ids(5, 5),
+        block_tables=_ids([5, -1], [6, -1]), token_ids=np.arange(100, 110, dtype=np.int32),
+        draft_token_ids=np.zeros((0, _MTP_K), dtype=np.int32), num_drafts=_ids()))
+    # Seq 15 was prefilled on another instance; its first decode here carries a row of
+    # zeros as three real drafts, though nothing proposed or handed any over.
+    tracker.schedule(scheduled_batch(
+        seq_ids=_ids(13, 14, 15), is_decode=np.array([True, True, True]), num_tokens=12,
+        num_scheduled_tokens=_ids(4, 4, 4), context_lens=_ids(9, 9, 20),
+        block_tables=_ids([5, -1], [6, -1], [7, 8]),
+        token_ids=np.arange(100, 112, dtype=np.int32),
+        draft_token_ids=_ids([101, 102, 103], [105, 106, 107], [0, 0, 0]),
+        num_drafts=_ids(0, 0, 3)))
+
+
 def _placeholder_for_a_newcomer() -> None:
     tracker = StepTracker()
     tracker.schedule(scheduled_batch())
@@ -400,6 +418,9 @@ _ADAPTER_EXAMPLES = (
             "the verifier had emitted a token (`StepTracker`)", _recomputed_with_a_placeholder),
     Example("SG660", "seq 12 scheduled the zeros of a drafter that proposed nothing for "
             "it as three real drafts (`StepTracker`)", _unproposed_drafts),
+    Example("SG661", "seq 15, prefilled on another instance, at its first decode here with "
+            "a row of zeros scheduled as three real drafts (`StepTracker`)",
+            _drafts_from_nowhere),
     Example("SG611", "an ATOM batch with a prefill chunk ahead of three decode seqs "
             "(`AtomView`)", _atom_mixed_phases),
     Example("SG612", "a new seq placed ahead of the deferred ones in an ATOM decode batch "

@@ -5,7 +5,7 @@ drafts it had accepted plus one, a prefill's by its chunk; the drafts a seq carr
 the ones proposed for it, and all of them; verify and drafter rows follow the batch
 order; a row the runner refills from its previous-step buffers must have had a row there.
 A :class:`StepTracker` keeps the minimal state to check that (O(batch) numpy arrays of the
-previous step only) and feeds each relation to a rule (SG601-SG607)::
+previous step only) and feeds each relation to a rule (SG601-SG608, SG660, SG661)::
 
     tracker = StepTracker()
     for step in engine:
@@ -30,6 +30,7 @@ import numpy as np
 
 from specguard.adapters._build import build
 from specguard.adapters._host import host_array
+from specguard.adapters._seen_seqs import SeenSeqs
 from specguard.adapters._seq_memory import DEFAULT_MAX_BYTES, SeqMemory
 from specguard.adapters._step_plan import (
     UNKNOWN,
@@ -137,12 +138,23 @@ class StepTracker:
     per sampled token, so 1 KiB at 64 sampled tokens and 2.4 KiB at 256). A seq it has
     forgotten is one it never saw: its resume point and tokens are not checked, so the
     bound costs coverage of long-absent seqs, never a false alarm.
+
+    It also keeps which seqs it has ever seen (a fixed 2 MiB filter that may take a new
+    seq for a seen one, never the other way round), so that a seq first seen at decode
+    with real drafts is caught (SG661). That needs the tracker to see every seq the
+    engine runs: ``sees_every_seq=False`` says it was attached to an engine already
+    serving; a first batch with decode seqs, or a :meth:`reset`, says so too.
     """
 
     def __init__(self, *, progress: bool = True, whole_proposals: bool = True,
-                 memory_limit: int = 1 << 16, memory_bytes: int = DEFAULT_MAX_BYTES) -> None:
+                 memory_limit: int = 1 << 16, memory_bytes: int = DEFAULT_MAX_BYTES,
+                 sees_every_seq: bool = True) -> None:
         self.progress = progress
         self.whole_proposals = whole_proposals
+        # Whether every seq the engine runs passes through this tracker from its first
+        # step: only then is a seq it has never seen new to the engine (SG661).
+        self._sees_every_seq = sees_every_seq
+        self._seen: SeenSeqs | None = None  # made when SG661 first runs
         self._previous: StepState | None = None
         self._previous_lookup: IdLookup | None = None  # the previous step's ids, sorted once
         self._current: _Step | None = None
@@ -184,7 +196,12 @@ class StepTracker:
         return self._previous
 
     def reset(self) -> None:
-        """Forget everything: the next batch is checked against nothing."""
+        """Forget everything: the next batch is checked against nothing.
+
+        Seqs may run unseen after a reset, so from then on only an engine's own word
+        (:attr:`StepPlan.first_scheduled`) says that a seq is new (SG661).
+        """
+        self._sees_every_seq = False
         self._previous = self._current = None
         self._previous_lookup = None
         self._memory.clear()
@@ -225,15 +242,18 @@ class StepTracker:
         links = self.links(plan.seq_ids)
         previous = self._previous
         rows = _refilled_rows(refilled, plan)
+        first_seen = self._first_seen(plan, links, checked=runs("SG661"))
         if previous is not None and related:
             remembered = _remembered(plan.seq_ids, links.prev_rows, self._moved_since)
             ends = np.full(remembered.shape[0], UNKNOWN, dtype=np.int64)
             if remembered.any():
                 ends[remembered] = self._memory.ends(
                     plan.seq_ids[remembered].astype(np.int64))
-            build(StepTransition, _transition(previous, plan, links, rows, self.progress,
-                                              self.whole_proposals, remembered, ends),
-                  state=previous, names=names)
+            fields = _transition(previous, plan, links, rows, self.progress,
+                                 self.whole_proposals, remembered, ends)
+            fields["first_seen"] = first_seen
+            fields["drafts_handed_over"] = plan.drafts_handed_over
+            build(StepTransition, fields, state=previous, names=names)
         if runs(*RECOMPUTE):
             recomputed = _recomputed(plan, self._memory)
             if recomputed is not None:
@@ -255,6 +275,31 @@ class StepTracker:
         self._fresh = False
         self._moved_since.clear()  # this forward is the next batch's previous one
         return links
+
+    def _first_seen(self, plan: StepPlan, links: StepLinks, *, checked: bool
+                    ) -> np.ndarray | None:
+        """Per decode row, whether this step is certainly the first that runs its seq
+        (None when not ``checked`` or not known): the engine's word where it gives one;
+        else, where ids are stable and the tracker has watched from the engine's first
+        step, a seq it has never seen. Records the step's seqs as seen, at every depth,
+        so that a deeper check later does not take them for new."""
+        decode = plan.is_decode
+        if plan.first_scheduled is not None:
+            return plan.first_scheduled[decode] if checked else None
+        if not plan.stable_ids:
+            return None
+        if self._seen is None:
+            self._seen = SeenSeqs()
+            if self._count == 0 and self._previous is None and decode.any():
+                # Decode seqs in the first batch ran before the tracker watched (a tracker
+                # attached to a running engine, or a P/D consumer's first decode).
+                self._sees_every_seq = False
+        ids = plan.seq_ids
+        first = None
+        if checked and self._sees_every_seq:
+            first = self._seen.unseen(ids[decode]) & (links.prev_rows[decode] < 0)
+        self._seen.add(ids)
+        return first
 
     def verified(self, out: VerifyOutput) -> None:
         """Check the verifier's rows against the step in flight; remember accepted counts

@@ -44,6 +44,8 @@ class SchedulerOutput:
     draft_placeholder: int | None = None
     draft_seq_ids: np.ndarray | None = None
     """The seq each draft row was made for, so the contract checks rows are in order."""
+    drafts_handed_over: np.ndarray | None = None
+    """bool per decode row: its drafts came with a seq prefilled on another instance."""
 
     @property
     def num_decode(self) -> int:
@@ -72,5 +74,5 @@ def scheduled_batch(out: SchedulerOutput) -> contracts.ScheduledBatch:
 _BATCH_FIELDS = (
     "mtp_k", "vocab_size", "block_size", "num_decode", "num_tokens", "seq_ids", "is_decode",
     "num_scheduled_tokens", "context_lens", "block_tables", "token_ids", "draft_token_ids",
-    "num_drafts", "draft_placeholder", "draft_seq_ids",
+    "num_drafts", "draft_placeholder", "draft_seq_ids", "drafts_handed_over",
 )

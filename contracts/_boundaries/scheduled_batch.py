@@ -73,6 +73,10 @@ class ScheduledBatch(BoundaryObject):
     ``i`` must belong to the ``i``-th decode seq in batch order."""
     draft_placeholder: int | None = None
     """A draft value the runner overwrites before embedding (e.g. vLLM's async ``-1``)."""
+    drafts_handed_over: Bool[Array, "num_decode"] | None = None
+    """Decode rows whose drafts another instance's drafter proposed and handed over with
+    the seq (a P/D consumer's first decode of a remotely prefilled seq, as ATOM's
+    ``kv_transfer_params`` carry them): real drafts this engine's drafter never saw."""
 
     def decode_positions(self) -> Any:
         """Batch positions of the decode seqs, in batch order (reads ``is_decode``)."""

@@ -235,10 +235,17 @@ def test_placeholders_ignoring_rejections_are_sg601():
 
 
 def _layout_step(previous_step: str, current: list[int], layout: str = "pre-1771") -> None:
-    """One step of seqs 0..3 (decode or prefill), then a decode step of ``current``."""
+    """One step of seqs 0..3 (decode or prefill), then a decode step of ``current``.
+
+    Before a prefill step, seq 9 is prefilled too (its drafts are its prefill's
+    proposal): in the last step it is new to the previous forward, not to the engine,
+    which SG661 would otherwise say. A first step of decode seqs tells the tracker that
+    seqs ran before it watched."""
     seqs = {i: sequence(i, 40, drafts=K) for i in range(10)}
     view = _view(StepTracker(), layout)
     if previous_step == "prefill":
+        view(prefill_batch([seqs[9]], [40]))
+        after_prefill(seqs[9])
         view(prefill_batch([seqs[i] for i in range(4)], [40] * 4))
         for i in range(4):
             after_prefill(seqs[i])

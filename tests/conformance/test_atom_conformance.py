@@ -59,7 +59,7 @@ def replay(corpus: Corpus, view: AtomView | None = None, *, start: int = 0,
             fields = event.values()
             try:
                 if event.event == "schedule":
-                    batch = types.SimpleNamespace(**fields)
+                    batch = types.SimpleNamespace(**_seq_keyed(fields))
                     view((batch, {}))  # what Scheduler.schedule() returns
                 elif event.event == "schedule_none":
                     assert view(None) is None
@@ -70,6 +70,13 @@ def replay(corpus: Corpus, view: AtomView | None = None, *, start: int = 0,
             except contracts.ContractViolation as error:
                 found += [(v.code, v.seq_id, v.position, v.format()) for v in error.violations]
     return found
+
+
+def _seq_keyed(fields: dict[str, Any]) -> dict[str, Any]:
+    """ATOM keys some dicts by seq id; JSON keys are strings: make them ints again."""
+    return {name: {int(k): v for k, v in value.items()}
+            if isinstance(value, dict) and value and all(k.isdigit() for k in value)
+            else value for name, value in fields.items()}
 
 
 def _schedules(corpus: Corpus) -> list[tuple[int, dict[str, Any]]]:
@@ -433,3 +440,18 @@ def test_a_minus_one_in_a_draft_row_the_runner_reads_is_caught_by_default(versio
         assert violation.code == "SG108"
         assert violation.position is not None and violation.position >= min(first_decode)
         assert "is -1 (expected 0 <= id < vocab_size=" in violation.format()
+
+
+@pytest.mark.parametrize("version", ["042e8f1c0", "ffdf3bb5d"])
+def test_a_remote_seqs_handed_over_drafts_are_told_by_its_remote_kv(version):
+    """A P/D consumer's remote seq joins a running decode with the drafts the prefill
+    instance handed over: clean, because ATOM lists its remote KV blocks. Without that
+    mark the same traffic is a seq first seen at decode with real drafts (SG661)."""
+    corpus = _corpus(version, "pd-remote-joins-running")
+    assert replay(corpus, depth="essential") == []
+    for event in corpus.events:
+        if event.event == "schedule":
+            del event.fields["remote_kv_seq_blocks"]
+    found = replay(corpus, depth="essential")  # the first is where it starts
+    assert found[0][:3] == ("SG661", 1, 1)
+    assert "first seen at this decode, it carries 2 real drafts" in found[0][3]

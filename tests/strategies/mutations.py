@@ -209,7 +209,9 @@ def _dimension_mutation(code: str, sites: list[Site]) -> Mutation:
         if value is None:  # an optional array: add one of the right length first
             size = case.values.get(site.dim)
             length = size if isinstance(size, int) else case.values["seq_ids"].shape[0]
-            value = np.zeros(length, dtype=np.int64)
+            boolean = next(f for f in fields_of(site.cls) if f.name == site.field).dtypes \
+                == frozenset({"bool"})
+            value = np.zeros(length, dtype=bool if boolean else np.int64)
         return case.with_values(**{site.field: _resize(np.asarray(value), site.axis)})
 
     classes = tuple(dict.fromkeys(s.cls for s in sites))
@@ -278,7 +280,7 @@ def _phase_count(case: Case, rng: Rng) -> Case:
     (flags,) = _copy(case, "is_decode")
     flags[_pick(rng, list(_decode_rows(case)))] = False
     # Owners of the rows would disagree too (SG115): this mutation is about the count.
-    return case.with_values(is_decode=flags, draft_seq_ids=None)
+    return case.with_values(is_decode=flags, draft_seq_ids=None, drafts_handed_over=None)
 
 
 def _empty_prefill(case: Case, rng: Rng) -> Case:

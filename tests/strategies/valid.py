@@ -158,6 +158,7 @@ def scheduled_batches(draw: Draw, min_seqs: int = 0, min_decode: int = 0,
     }
     if draw(st.booleans()):  # the producer says whose rows they are
         values["draft_seq_ids"] = values["seq_ids"][is_decode]
+    values["drafts_handed_over"] = rng.random(d) < 0.25 if draw(st.booleans()) else None
     return Case(ScheduledBatch, values, **_layout(draw, ScheduledBatch))
 
 

@@ -512,6 +512,12 @@ SCENARIOS: dict[str, Scenario] = {
         "draft row, whatever scheduled_spec_decode_tokens holds (one row of 2 before #1771). "
         "Then it joins a seq prefilled here.",
         3, {2: [prompt(43, 5)]}, 6, remote={0: [prompt(42, 7)]}, remote_drafts=2),
+    "pd-remote-joins-running": Scenario(
+        "P/D consumer that prefilled a seq of its own first: a remote seq's first decode, "
+        "with the drafts the remote prefill handed over, joins the running decode. The seq "
+        "is new to this runner, and its drafts are real: "
+        "is_first_decode_without_local_prefill says whose they are.",
+        2, {0: [prompt(44, 5)]}, 7, remote={2: [prompt(45, 7)]}),
     "middle-chunks-skip-forward": Scenario(
         "Chunked prefill with a 72-token budget: a short prompt and the first chunk of a "
         "150-token one share a forward, the next chunk runs alone (from #1771 a batch of "
@@ -560,7 +566,8 @@ _BATCH_FIELDS = (
     "scheduled_spec_decode_tokens", "block_tables", "last_block_num_tokens",
     "total_tokens_num", "total_tokens_num_prefill", "total_tokens_num_decode",
     "total_seqs_num", "total_seqs_num_prefill", "total_seqs_num_decode", "num_spec_step",
-    "is_dummy_run", "is_final_chunk", "next_token_ids")
+    "is_dummy_run", "is_final_chunk", "next_token_ids", "is_first_decode_without_local_prefill",
+    "remote_kv_seq_blocks")
 
 
 def _batch_fields(batch: Any) -> dict[str, Any]:

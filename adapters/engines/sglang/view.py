@@ -310,7 +310,7 @@ class SglangView:
         self.tracker.schedule(StepPlan(
             self.mtp_k, ids, np.zeros(len(req_ids), dtype=bool), prefix.astype(np.int64),
             extend.astype(np.int64), empty, np.zeros(0, dtype=np.int64),
-            token_ids=host_array(tokens)), names=TrackedNames(self._names))
+            token_ids=host_array(tokens), stable_ids=False), names=TrackedNames(self._names))
         return target
 
     def _decode_entry(self, batch: Any, req_ids: tuple[str, ...],
@@ -367,7 +367,8 @@ class SglangView:
         self.tracker.schedule(StepPlan(
             self.mtp_k, ids, np.ones(size, dtype=bool), lens.astype(np.int64),
             np.full(size, self.mtp_k + 1, dtype=np.int64), rows.astype(np.int64),
-            np.full(size, self.mtp_k, dtype=np.int64)), names=TrackedNames(self._names))
+            np.full(size, self.mtp_k, dtype=np.int64), stable_ids=False),
+            names=TrackedNames(self._names))
 
     # -- request ids and what the view remembers of them ------------------------------
 

@@ -47,6 +47,7 @@ from specguard.adapters.engines.vllm._readers import (
     counts_of,
     draft_width,
     in_order,
+    listed,
     listed_counts,
     read_mapping,
     rows_of,
@@ -412,7 +413,8 @@ class VllmView:
             num_scheduled=scheduled,
             draft_token_ids=np.zeros((num_decode, self.mtp_k), dtype=np.int64),
             num_drafts=np.minimum(before, self.mtp_k),
-            num_before_drafts=np.maximum(scheduled[decode] - before, 0))
+            num_before_drafts=np.maximum(scheduled[decode] - before, 0),
+            first_scheduled=self._first_scheduled(output, step), stable_ids=False)
 
     def _plan(self, output: Any, step: VllmStep, drafts: Mapping[Any, Any],
               dense: tuple[np.ndarray, np.ndarray | None]) -> StepPlan:
@@ -437,7 +439,20 @@ class VllmView:
                                    or self._order == step.req_ids),
             num_scheduled=step.num_scheduled, draft_token_ids=rows, num_drafts=counts,
             draft_placeholder=PLACEHOLDER if refills else None,
-            num_before_drafts=np.maximum(step.num_scheduled[decode] - listed, 0))
+            num_before_drafts=np.maximum(step.num_scheduled[decode] - listed, 0),
+            first_scheduled=self._first_scheduled(output, step), stable_ids=False)
+
+    def _first_scheduled(self, output: Any, step: VllmStep) -> np.ndarray:
+        """Per request, whether the output lists it among ``scheduled_new_reqs``: its first
+        step on this worker. The view numbers only the requests of consecutive batches,
+        so vLLM's own word, not the tracker's memory, tells a new request (SG661)."""
+        first = np.zeros(len(step.req_ids), dtype=bool)
+        names = (getattr(request, "req_id", None)
+                 for request in listed(getattr(output, "scheduled_new_reqs", None)))
+        new = [self._ids.get(name, -1) for name in names if isinstance(name, str)]
+        if new:
+            first = np.isin(step.tracker_ids, np.asarray(new, dtype=np.int64))
+        return first
 
 
 def _real_counts(step: VllmStep) -> np.ndarray:

@@ -219,7 +219,8 @@ class SglangV2View:
                     tracker.schedule(StepPlan(
                         width, step.ids, np.zeros(n, dtype=bool), starts, counts,
                         np.zeros((0, width), dtype=np.int64), np.zeros(0, dtype=np.int64),
-                        token_ids=tokens if tracker is self.tracker else None), names=names)
+                        token_ids=tokens if tracker is self.tracker else None,
+                        stable_ids=False), names=names)
             return
         if lens is None:
             self._reset()
@@ -236,7 +237,7 @@ class SglangV2View:
             CARRIED, step.ids, np.ones(n, dtype=bool), self._decode_lens,
             np.full(n, self.num_draft_tokens, dtype=np.int64),
             np.stack([bonus.astype(np.int64), first.astype(np.int64)], 1),
-            np.full(n, CARRIED, dtype=np.int64)), names=names)
+            np.full(n, CARRIED, dtype=np.int64), stable_ids=False), names=names)
 
     def _track_verify_rows(self, step: SglangV2Step, chain: Any) -> None:
         assert self.tracker is not None
@@ -248,7 +249,8 @@ class SglangV2View:
         self.tracker.schedule(StepPlan(
             self.mtp_k, step.ids, np.ones(n, dtype=bool), self._decode_lens,
             np.full(n, self.num_draft_tokens, dtype=np.int64), drafts.astype(np.int64),
-            np.full(n, self.mtp_k, dtype=np.int64)), names=TrackedNames(self._names))
+            np.full(n, self.mtp_k, dtype=np.int64), stable_ids=False),
+            names=TrackedNames(self._names))
 
     def _track_verified(self, step: SglangV2Step, predict: Any, lens: Any) -> None:
         assert self.tracker is not None
