@@ -15,7 +15,9 @@ listener (:func:`listening`) is told first.
 
 from specguard.contracts._boundaries import (  # noqa: F401  (register rules, clearances)
     _batch_clearance,
+    _output_clearance,
     _seq_ids,
+    _stream_clearance,
     _structure,
 )
 from specguard.contracts._boundaries._types import Array as Array

@@ -78,19 +78,34 @@ class PendingTrace:
     draft_placeholder: int | None
     num_proposed: np.ndarray | None
     """Drafts really proposed per drafter row (decided on the host)."""
-    packed: torch.Tensor
-    """:data:`_PACKED` flattened into one int64 tensor, so one copy brings them all."""
+    packed: torch.Tensor | None
+    """:data:`_PACKED` flattened into one int64 tensor, so one copy brings them all
+    (None when they were on the host already: see :attr:`host`)."""
     shapes: tuple[tuple[int, ...], ...]
+    host: tuple[np.ndarray, ...] = ()
+    """:data:`_PACKED` as host arrays, when the forward ran on the host."""
 
     @classmethod
     def record(cls, *, step: int, mtp_k: int, seq_ids: np.ndarray, is_decode: np.ndarray,
                num_scheduled: np.ndarray, num_drafts: np.ndarray,
                draft_placeholder: int | None,
                tensors: Sequence[torch.Tensor],
-               num_proposed: np.ndarray | None = None) -> PendingTrace:
-        """Pack the device tensors named by :data:`_PACKED`, in that order (no sync)."""
+               num_proposed: np.ndarray | None = None, pack: bool | None = None
+               ) -> PendingTrace:
+        """Pack the device tensors named by :data:`_PACKED`, in that order (no sync).
+
+        ``pack`` (default: unless they are all on the host) packs them into one tensor,
+        so that one copy brings them to the host."""
         if len(tensors) != len(_PACKED):
             raise ValueError(f"expected {len(_PACKED)} tensors: {', '.join(_PACKED)}")
+        if pack is None:
+            pack = any(t.device.type != "cpu" for t in tensors)
+        if not pack:
+            # Already on the host: nothing to copy, so nothing to pack; numpy views of
+            # the int64 tensors are the trace (the tensors are the step's own, fresh).
+            host = tuple(t.to(torch.int64).numpy() for t in tensors)
+            return cls(step, mtp_k, seq_ids, is_decode, num_scheduled, num_drafts,
+                       draft_placeholder, num_proposed, None, (), host)
         packed = torch.cat([t.reshape(-1).to(torch.int64) for t in tensors])
         return cls(step, mtp_k, seq_ids, is_decode, num_scheduled, num_drafts,
                    draft_placeholder, num_proposed, packed,
@@ -98,11 +113,14 @@ class PendingTrace:
 
     def to_host(self, proposals: np.ndarray) -> StepTrace:
         """The trace on the host; ``proposals`` is the drafter's output, already copied."""
-        flat = self.packed.cpu().numpy()
-        sizes = [int(np.prod(shape)) for shape in self.shapes]
-        parts = np.split(flat, np.cumsum(sizes)[:-1])
-        starts, carried, verify_ids, accepted, drafter_ids = (
-            part.reshape(shape) for part, shape in zip(parts, self.shapes, strict=True))
+        if self.packed is None:
+            starts, carried, verify_ids, accepted, drafter_ids = self.host
+        else:
+            flat = self.packed.cpu().numpy()
+            sizes = [int(np.prod(shape)) for shape in self.shapes]
+            parts = np.split(flat, np.cumsum(sizes)[:-1])
+            starts, carried, verify_ids, accepted, drafter_ids = (
+                part.reshape(shape) for part, shape in zip(parts, self.shapes, strict=True))
         plan = StepPlan(self.mtp_k, self.seq_ids, self.is_decode, starts,
                         self.num_scheduled.astype(np.int64), carried, self.num_drafts,
                         self.draft_placeholder)

@@ -316,9 +316,11 @@ def test_warn_mode_reports_a_step_fault_and_runs_on(caplog):
 # --- the trace itself --------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("pack", [True, None])
 @pytest.mark.parametrize("num_decode", [0, 2])
-def test_trace_round_trips_through_one_packed_copy(num_decode):
-    """Five tensors of mixed shapes and dtypes come back on the host as they were."""
+def test_trace_round_trips_through_one_packed_copy(num_decode, pack):
+    """Five tensors of mixed shapes and dtypes come back on the host as they were:
+    through one packed copy (what a device forward does), or as host views."""
     k, n = 3, 4
     starts = torch.tensor([5, 0, 17, 40])
     carried = torch.arange(num_decode * k, dtype=torch.int32).reshape(num_decode, k) + 100
@@ -330,8 +332,11 @@ def test_trace_round_trips_through_one_packed_copy(num_decode):
         step=9, mtp_k=k, seq_ids=np.array([7, 8, 1, 2]), is_decode=is_decode,
         num_scheduled=np.array([4, 4, 9, 1], dtype=np.int32),
         num_drafts=np.full(num_decode, k), draft_placeholder=None,
-        tensors=(starts, carried, verify_ids, accepted, drafter_ids))
-    assert pending.packed.dtype == torch.int64 and pending.packed.dim() == 1
+        tensors=(starts, carried, verify_ids, accepted, drafter_ids), pack=pack)
+    if pack:
+        assert pending.packed.dtype == torch.int64 and pending.packed.dim() == 1
+    else:  # on the host already: nothing is packed or copied
+        assert pending.packed is None and len(pending.host) == 5
     proposals = np.zeros((n, k), dtype=np.int64)
     trace = pending.to_host(proposals)
     assert trace.step == 9 and trace.proposals is proposals

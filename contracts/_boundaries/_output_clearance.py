@@ -1,0 +1,82 @@
+"""The clearances of numpy ``VerifyOutput``, ``DrafterOutput`` and ``RequestOutput``.
+
+Each is handed over once per step, and each has a few rules that read the same rows: a
+verify row's layout and its accepted count, a request's emitted tokens, its stop ids and
+its limit. One pass answers for all of them on a clean object, sharing the masks the
+rules would each build (a row's real columns, where a stop id sits). See
+:mod:`._clearance` for the contract a clearance keeps: True only where every covered
+rule passes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from specguard.contracts._boundaries._seq_ids import unique_non_negative
+from specguard.contracts._core._clearance import clearance
+from specguard.contracts._core._values import all_within
+
+__all__: list[str] = []
+
+_count_nonzero = np.count_nonzero
+_NONE = -1  # what pads a row past its real tokens
+
+
+def _ids_clear(ids: np.ndarray) -> bool:
+    return not ids.shape[0] or unique_non_negative(ids)  # SG010
+
+
+def _prefix_layout(tokens: np.ndarray, real: np.ndarray, vocab: int) -> bool:
+    """Vocabulary ids exactly where ``real``, ``-1`` everywhere else."""
+    if not tokens.size:
+        return True
+    if bool(tokens.min() < _NONE) or bool(tokens.max() >= vocab):
+        return False
+    return not _count_nonzero((tokens != _NONE) != real)
+
+
+@clearance("VerifyOutput", covers=("SG010", "SG201", "SG202"))
+def _clear_verify_output(out: Any) -> bool:
+    accepted, width = out.num_accepted, int(out.mtp_k) + 1
+    if not _ids_clear(out.seq_ids) or not all_within(accepted, width):
+        return False  # SG010, SG201
+    real = np.arange(width)[None, :] <= accepted[:, None]
+    return _prefix_layout(out.token_ids, real, int(out.vocab_size))  # SG202
+
+
+@clearance("DrafterOutput", covers=("SG010", "SG108", "SG116"))
+def _clear_drafter_output(out: Any) -> bool:
+    counts = out.num_proposed
+    return (_ids_clear(out.seq_ids)
+            and all_within(out.draft_token_ids, int(out.vocab_size))  # SG108
+            and (counts is None or all_within(counts, int(out.mtp_k) + 1)))  # SG116
+
+
+@clearance("RequestOutput", covers=("SG010", "SG401", "SG402", "SG403", "SG404"))
+def _clear_request_output(out: Any) -> bool:
+    tokens, counts, given = out.token_ids, out.num_emitted, out.num_generated
+    stops, vocab = out.stop_token_ids, int(out.vocab_size)
+    width = tokens.shape[1]
+    if not _ids_clear(out.seq_ids) or not all_within(counts, width + 1):
+        return False  # SG010, SG401's counts
+    if given.size and bool(given.min() < 0):
+        return False  # SG401
+    if stops.size and (bool(stops.min() < _NONE) or bool(stops.max() >= vocab)):
+        return False  # SG401's stop ids
+    columns = np.arange(width)[None, :]
+    if not _prefix_layout(tokens, columns < counts[:, None], vocab):
+        return False  # SG401: so the real tokens are exactly the emitted ones
+    total = given + counts
+    if _count_nonzero(total > out.max_new_tokens):
+        return False  # SG403
+    hits = np.zeros(tokens.shape, dtype=bool)
+    for column in range(stops.shape[1]):  # a few stop ids: one pass each
+        stop = stops[:, column:column + 1]
+        hits |= (tokens == stop) & (stop >= 0)
+    last = counts[:, None] - 1
+    if _count_nonzero(hits & (columns < last)):
+        return False  # SG402: a stop with more tokens after it
+    done = ((hits & (columns == last)).any(1) | (total >= out.max_new_tokens)) & (counts > 0)
+    return not _count_nonzero(done & ~out.finished)  # SG404
