@@ -58,13 +58,25 @@ class TokenBans:
         """Row ``i``: the bans of request ``_seq_ids[i]``."""
 
     def add(self, requests: Sequence[Request]) -> None:
-        """Register the bans of the requests that have any (their ids must be new)."""
+        """Register the bans of the requests that have any (their ids must be new).
+
+        ValueError naming the first request whose bans name a token outside the
+        vocabulary, or leave it no token at all.
+        """
         constrained = [r for r in requests if r.banned_token_ids]
         if not constrained:
             return
         masks = torch.zeros((len(constrained), self.vocab_size), dtype=torch.bool)
         for row, request in enumerate(constrained):
-            masks[row, list(request.banned_token_ids)] = True
+            banned = np.asarray(request.banned_token_ids, dtype=np.int64)
+            outside = banned[(banned < 0) | (banned >= self.vocab_size)]
+            if outside.size:
+                raise ValueError(f"request {request.request_id} bans token {int(outside[0])}, "
+                                 f"outside the vocabulary [0, {self.vocab_size})")
+            masks[row, torch.as_tensor(banned)] = True
+            if bool(masks[row].all()):
+                raise ValueError(f"request {request.request_id} bans every token of the "
+                                 f"vocabulary ({self.vocab_size})")
         ids = np.concatenate([self._seq_ids, [r.request_id for r in constrained]])
         order = np.argsort(ids, kind="stable")
         self._seq_ids = ids[order]
