@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from engine_builders import MODEL, SMALL, divergence, requests_of, run
+from engine_builders import SMALL, divergence, requests_of, run
 
 from specguard import contracts
 from specguard.runner import faults
