@@ -9,7 +9,7 @@ head embeds is a real one.
 
 from __future__ import annotations
 
-from typing import cast
+from typing import NamedTuple, cast
 
 import torch
 
@@ -18,7 +18,8 @@ from specguard.runner import faults
 from specguard.runner._timing import CLOCK
 from specguard.runner.model import TinyLM
 
-__all__ = ["Drafter", "draft_step_input", "drafter_input", "next_token_ids"]
+__all__ = ["DraftStep", "Drafter", "context_offsets", "draft_step_input", "draft_step_metadata",
+           "drafter_input", "next_token_ids"]
 
 
 def next_token_ids(sampled: torch.Tensor, backup_token_ids: torch.Tensor,
@@ -62,28 +63,60 @@ def drafter_input(
         max_seq_len=max_seq_len, draft_step=0)
 
 
-def draft_step_input(first: contracts.DrafterInput, step: int,
-                     token_ids: torch.Tensor) -> contracts.DrafterInput:
-    """Draft step ``step`` (from 1): one token per seq, the previous draft, one position
-    past the previous step's, its attention metadata advanced with it (vLLM's
-    ``seq_lens += 1`` and ``max_seq_len + 1`` per draft step)."""
+class DraftStep(NamedTuple):
+    """A draft step's positions and attention metadata: one token per seq."""
+
+    positions: torch.Tensor
+    seq_lens: torch.Tensor
+    max_seq_len: int
+
+
+def draft_step_metadata(first: contracts.DrafterInput, step: int,
+                        fault: str | None = None) -> DraftStep:
+    """Draft step ``step`` (from 1): each seq's token one position past the previous
+    step's, its attention metadata advanced with it (vLLM's ``seq_lens += 1`` and
+    ``max_seq_len + 1`` per draft step), so each seq's context ends at its token."""
     picks = cast(torch.Tensor, first.sample_indices)
     positions = cast(torch.Tensor, first.positions)[picks] + step
-    count = positions.shape[0]
-    rows = torch.arange(count + 1, dtype=positions.dtype, device=positions.device)
+    if fault == faults.STALE_DRAFT_SEQ_LENS:
+        # vLLM 0.11.1: the metadata built for the first pass is reused by every later
+        # draft step, its seq_lens and max_seq_len never advanced.
+        return DraftStep(positions, cast(torch.Tensor, first.seq_lens),
+                         int(first.max_seq_len or 0))
+    return DraftStep(positions, positions + 1, int(first.max_seq_len or 0) + step)
+
+
+def draft_step_input(first: contracts.DrafterInput, step: int, token_ids: torch.Tensor,
+                     metadata: DraftStep | None = None) -> contracts.DrafterInput:
+    """Draft step ``step``'s hand-over: one token per seq, the previous draft, with the
+    step's positions and attention metadata (:func:`draft_step_metadata`'s, unless given)."""
+    if metadata is None:
+        metadata = draft_step_metadata(first, step)
+    count = metadata.positions.shape[0]
+    rows = torch.arange(count + 1, dtype=metadata.positions.dtype,
+                        device=metadata.positions.device)
     return CLOCK.build(
         contracts.DrafterInput, vocab_size=first.vocab_size, num_tokens=count,
-        seq_ids=first.seq_ids, input_ids=token_ids, positions=positions,
-        query_start_loc=rows, sample_indices=rows[:-1], seq_lens=positions + 1,
-        max_seq_len=int(first.max_seq_len or 0) + step, draft_step=step)
+        seq_ids=first.seq_ids, input_ids=token_ids, positions=metadata.positions,
+        query_start_loc=rows, sample_indices=rows[:-1], seq_lens=metadata.seq_lens,
+        max_seq_len=metadata.max_seq_len, draft_step=step)
+
+
+def context_offsets(metadata: DraftStep) -> torch.Tensor:
+    """How far each seq's token lies past the end of the context its attention reads: the
+    last key is at ``seq_len - 1``, and a kernel sized by ``max_seq_len`` reads no more
+    keys than that."""
+    ends = metadata.seq_lens.clamp(max=metadata.max_seq_len) - 1
+    return metadata.positions - ends
 
 
 class Drafter:
     """Proposes ``mtp_k`` tokens per seq with the model's MTP head."""
 
-    def __init__(self, model: TinyLM, mtp_k: int) -> None:
+    def __init__(self, model: TinyLM, mtp_k: int, fault: str | None = None) -> None:
         self.model = model
         self.mtp_k = mtp_k
+        self.fault = fault
 
     def skipped(self, inputs: contracts.DrafterInput) -> contracts.DrafterOutput:
         """What a step that runs no drafter hands back: zeros, none of them proposed."""
@@ -98,16 +131,18 @@ class Drafter:
     def propose(self, inputs: contracts.DrafterInput, target_hidden: torch.Tensor,
                 num_proposed: torch.Tensor | None = None) -> contracts.DrafterOutput:
         """Drafts ``[num_seqs, mtp_k]``: step 0 from the target's hidden state at each
-        sample index, later steps from the head's own state and its previous draft."""
+        sample index, later steps from the head's own state and its previous draft, each
+        placed by its step's attention metadata (see :meth:`TinyLM.mtp_step_embedded`)."""
         embedded = self.model.embed(cast(torch.Tensor, inputs.input_ids))
         picks = cast(torch.Tensor, inputs.sample_indices)
         hidden = self.model.mtp_step_embedded(target_hidden[picks], embedded[picks])
         drafts = [self.model.greedy(hidden)]
         checked = contracts.current_config().mode is not contracts.Mode.OFF
         for step in range(1, self.mtp_k):
+            metadata = draft_step_metadata(inputs, step, self.fault)
             if checked:  # each draft step's hand-over, with its attention metadata
-                CLOCK.checking(draft_step_input, inputs, step, drafts[-1])
-            hidden = self.model.mtp_step(hidden, drafts[-1])
+                CLOCK.checking(draft_step_input, inputs, step, drafts[-1], metadata)
+            hidden = self.model.mtp_step(hidden, drafts[-1], context_offsets(metadata))
             drafts.append(self.model.greedy(hidden))
         return CLOCK.build(contracts.DrafterOutput, mtp_k=self.mtp_k,
                         vocab_size=self.model.vocab_size, seq_ids=inputs.seq_ids,

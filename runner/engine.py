@@ -121,6 +121,7 @@ class Engine:
         checks, violations = contracts.STATS.checks, contracts.STATS.violations
         for request in requests:
             self.scheduler.add(request)
+        self.runner.token_bans.add(requests)
         limit = self._step_limit(requests)
         try:
             while self._more_steps():

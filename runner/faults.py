@@ -24,6 +24,7 @@ __all__ = [
     "COMPACT_DRAFT_ROWS",
     "DUPLICATE_SEQ_ID",
     "FAULTS",
+    "MISALIGNED_LOGITS_ROWS",
     "RANK_LOCAL_PADDING",
     "RANK_LOCAL_SEQ_IDS",
     "RANK_MTP_K",
@@ -32,6 +33,7 @@ __all__ = [
     "SENTINEL_TO_EMBEDDING",
     "SKIPPED_REJECTION_ROLLBACK",
     "STALE_DRAFTS",
+    "STALE_DRAFT_SEQ_LENS",
     "STALE_PADDING_SLOTS",
     "UNPROPOSED_DRAFTS",
     "UNTRIMMED_OUTPUT",
@@ -79,6 +81,8 @@ STALE_DRAFTS = "stale-drafts"
 STALE_PADDING_SLOTS = "stale-padding-slots"
 UNPROPOSED_DRAFTS = "unproposed-drafts"
 UNTRIMMED_OUTPUT = "untrimmed-output"
+MISALIGNED_LOGITS_ROWS = "misaligned-logits-rows"
+STALE_DRAFT_SEQ_LENS = "stale-draft-seq-lens"
 RANK_MTP_K = "rank-mtp-k"
 RANK_LOCAL_PADDING = "rank-local-padding"
 RANK_LOCAL_SEQ_IDS = "rank-local-seq-ids"
@@ -139,6 +143,26 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
           # A stop id mid-row shows first as a token after it; one that ends the row
           # leaves the request running.
           also=("SG402", "SG404")),
+    Fault(MISALIGNED_LOGITS_ROWS,
+          "the banned-token bitmask laid out with mtp_k drafts for every request, "
+          "prefills included",
+          ("TokenBans.layout",),
+          "vLLM #49738 (fixes #49694): with async scheduling the engine core laid out the "
+          "grammar bitmask with the drafts it scheduled while the runner had trimmed some, "
+          "so later requests got their neighbour's bitmask rows",
+          "SG312", "LogitsRows",
+          "finishes; requests after a constrained prefill are sampled under another "
+          "request's bans, so the tokens differ from plain greedy decoding"),
+    Fault(STALE_DRAFT_SEQ_LENS,
+          "draft steps after the first reuse the first pass's seq_lens and max_seq_len",
+          ("drafter.draft_step_metadata",),
+          "vLLM 0.11.1 EagleProposer.propose: the draft steps' attention metadata was not "
+          "advanced per step (max_seq_len stayed at the first pass's), so the kernels "
+          "read a context that no longer ended at the token being drafted",
+          "SG306", "DrafterInput",
+          "finishes with tokens identical to plain greedy decoding, but the head drafts "
+          "every step after the first against the wrong context end and few drafts are "
+          "accepted: a silent slowdown no output comparison can see"),
     Fault(SKIPPED_REJECTION_ROLLBACK,
           "a seq still in flight resumes after every drafted slot, rejected ones included",
           ("ModelRunner._merge_decode_rows",),

@@ -20,6 +20,10 @@ from specguard.runner.kv_cache import KVCache
 __all__ = ["DTYPE", "Layer", "TinyLM", "rms_norm"]
 
 DTYPE = torch.float64
+#: Radians the MTP head's slowest feature pair turns per position of offset.
+MTP_MIN_ANGLE = 1.0
+#: How many times faster its fastest pair turns.
+MTP_ANGLE_SPREAD = 2.0
 
 
 def rms_norm(x: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
@@ -68,6 +72,12 @@ class TinyLM:
         half = config.head_dim // 2
         exponents = torch.arange(half, dtype=DTYPE) / half
         self._inv_freq = (config.rope_base ** -exponents).to(self.device)
+        # The head's rotation turns every pair of its state's features by at least
+        # MTP_MIN_ANGLE per position: its draft steps must tell a context end one position
+        # off from the right one, where the target's slowest frequencies barely move.
+        pairs = d // 2
+        self._mtp_freq = (MTP_MIN_ANGLE * MTP_ANGLE_SPREAD ** (torch.arange(pairs, dtype=DTYPE)
+                                                               / pairs)).to(self.device)
 
     @property
     def vocab_size(self) -> int:
@@ -113,23 +123,41 @@ class TinyLM:
         return self.logits(hidden).argmax(dim=-1)
 
     @torch.inference_mode()
-    def mtp_step(self, hidden: torch.Tensor, token_ids: torch.Tensor) -> torch.Tensor:
+    def mtp_step(self, hidden: torch.Tensor, token_ids: torch.Tensor,
+                 offsets: torch.Tensor | None = None) -> torch.Tensor:
         """One MTP step: from a hidden state and the next token, the state that predicts
-        the token after it (read with :meth:`greedy`)."""
-        return self.mtp_step_embedded(hidden, self.embed(token_ids))
+        the token after it (read with :meth:`greedy`); ``offsets`` as for
+        :meth:`mtp_step_embedded`."""
+        return self.mtp_step_embedded(hidden, self.embed(token_ids), offsets)
 
-    def mtp_step_embedded(self, hidden: torch.Tensor, embedded: torch.Tensor) -> torch.Tensor:
+    def mtp_step_embedded(self, hidden: torch.Tensor, embedded: torch.Tensor,
+                          offsets: torch.Tensor | None = None) -> torch.Tensor:
         """:meth:`mtp_step` for tokens that are already embedded.
 
         The head mixes the previous hidden state into the token's embedding and runs the
         target's MLPs without attention: it knows the target's per-token function but not
         what attention adds from the context, which is what its drafts get wrong.
+
+        ``offsets`` (a draft step after the first) is, per row, how far the token's
+        position lies past the end of the context its attention metadata gives it
+        (``position - (seq_len - 1)``). The head's state is rotated by that distance, as
+        a rotary query is against the newest key it reads: 0 where the metadata was
+        advanced with the draft step, which leaves the state as it is; any other distance
+        turns it away from what the target would compute there, and the draft is lost.
         """
         c = self.config
         g = embedded + c.mtp_hidden_scale * (hidden @ self.mtp_hidden)
+        if offsets is not None:
+            g = self._rotate_state(g, offsets)
         for layer in self.layers:
             g = g + c.residual_scale * _mlp(rms_norm(g), layer.w_up, layer.w_down)
         return rms_norm(g)
+
+    def _rotate_state(self, state: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
+        angles = offsets.to(DTYPE)[:, None] * self._mtp_freq[None, :]
+        first, second = state.chunk(2, dim=-1)
+        cos, sin = torch.cos(angles), torch.sin(angles)
+        return torch.cat((first * cos - second * sin, first * sin + second * cos), dim=-1)
 
     def _rotation(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         angles = positions.to(DTYPE)[:, None] * self._inv_freq[None, :]

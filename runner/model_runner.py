@@ -32,6 +32,7 @@ from specguard.runner.model import TinyLM
 from specguard.runner.scheduler_output import SchedulerOutput, scheduled_batch
 from specguard.runner.step_output import StepResult
 from specguard.runner.step_relations import PendingTrace, recording
+from specguard.runner.token_bans import BanLayout, TokenBans, apply_bans
 from specguard.runner.verifier import verify_greedy
 
 __all__ = ["ModelRunner"]
@@ -112,7 +113,10 @@ class ModelRunner:
         self.device = model.device
         self.fault = faults.check_name(fault)
         self.cache = model.new_cache(config.num_blocks * config.block_size)
-        self.drafter = Drafter(model, config.mtp_k)
+        self.drafter = Drafter(model, config.mtp_k, self.fault)
+        self.token_bans = TokenBans(model.vocab_size, config.mtp_k, self.device, self.fault)
+        """The requests' banned tokens, applied to the logits before sampling and
+        verification (the engine registers each request's as it arrives)."""
         self._in_flight: _InFlight | None = None
         self.padding_slot_id = -1
         """The slot padding rows write to (the cache's scratch slot, which no seq owns):
@@ -360,8 +364,14 @@ class ModelRunner:
         finals = np.flatnonzero(~batch.is_decode & batch.samples)
         rows = torch.cat([decode.token_index.reshape(-1),
                           torch.as_tensor(ends[finals] - 1, dtype=_I64, device=device)])
-        self._logits_rows(batch, decode, finals, int(rows.shape[0]))
-        tokens = self.model.greedy(hidden[rows])
+        sampling = np.concatenate([decode.positions, finals])
+        bans = self.token_bans.layout(batch.seq_ids[sampling], batch.is_decode[sampling],
+                                      batch.num_scheduled_tokens[sampling])
+        self._logits_rows(batch, decode, finals, int(rows.shape[0]), bans)
+        logits = self.model.logits(hidden[rows])
+        # Each decode seq samples its whole span (mtp_k + 1 rows), a prefill one row.
+        apply_bans(logits, bans, np.where(batch.is_decode[sampling], k + 1, 1))
+        tokens = logits.argmax(dim=-1)
         sampled = torch.full((num_seqs, k + 1 if decode.count else 1), contracts.PLACEHOLDER,
                              dtype=_I64, device=device)
         sampled[torch.as_tensor(finals, device=device), 0] = tokens[decode.count * (k + 1):]
@@ -385,19 +395,18 @@ class ModelRunner:
 
     @staticmethod
     def _logits_rows(batch: SchedulerOutput, decode: _DecodeLayout, finals: np.ndarray,
-                     num_logits: int) -> None:
+                     num_logits: int, bans: BanLayout) -> None:
         """The logits rows the verifier and the sampler read: each decode seq's span
-        (one row per scheduled draft plus one), then one row per prefill that samples.
-        No per-row data is laid against them here, so no request has rows of it."""
+        (one row per scheduled draft plus one), then one row per prefill that samples;
+        and the rows the banned-token bitmask holds for each of them."""
         if contracts.current_config().mode is contracts.Mode.OFF:
             return
         sampling = np.concatenate([decode.positions, finals])
         drafts = np.zeros(sampling.shape[0], dtype=np.int64)
         drafts[:decode.count] = batch.num_scheduled_tokens[decode.positions] - 1
-        CLOCK.build(contracts.LogitsRows, num_logits=num_logits, num_rows=0,
+        CLOCK.build(contracts.LogitsRows, num_logits=num_logits, num_rows=bans.num_rows,
                     seq_ids=batch.seq_ids[sampling], num_drafts=drafts,
-                    row_starts=np.full(sampling.shape[0], -1, dtype=np.int64),
-                    row_counts=np.zeros(sampling.shape[0], dtype=np.int64))
+                    row_starts=bans.row_starts, row_counts=bans.row_counts)
 
     def _trace(self, batch: SchedulerOutput, decode: _DecodeLayout,
                model_input: contracts.ModelInput, sampled: _Sampled,

@@ -1,7 +1,8 @@
 """The reference answer: plain greedy autoregressive decoding of the same model.
 
 No scheduler, no paging, no drafts: each prompt is prefilled in one pass and then one
-token is generated per forward. Greedy speculative decoding must reproduce these tokens
+token is generated per forward, the greedy choice among the tokens its request does not
+ban. Greedy speculative decoding must reproduce these tokens
 exactly; :func:`first_divergence` says where it does not.
 """
 
@@ -41,7 +42,9 @@ def _wave(
     capacity = [r.prompt_len + r.max_tokens for r in requests]
     bases = np.concatenate(([0], np.cumsum(capacity)[:-1])).astype(np.int64)
     cache = model.new_cache(int(sum(capacity)))
-    generated = [[_prefill(model, cache, r, int(b))] for r, b in zip(requests, bases, strict=True)]
+    banned = _banned(model, requests)
+    generated = [[_prefill(model, cache, r, int(b), banned[i:i + 1])]
+                 for i, (r, b) in enumerate(zip(requests, bases, strict=True))]
     lengths = np.array([r.prompt_len for r in requests], dtype=np.int64)
     _report(on_tokens, len(requests))
     while True:
@@ -49,7 +52,7 @@ def _wave(
         if not active:
             break
         tokens = _decode_step(model, cache, [generated[i][-1] for i in active],
-                              lengths[active], bases[active])
+                              lengths[active], bases[active], banned[active])
         for i, token in zip(active, tokens, strict=True):
             generated[i].append(token)
         lengths[active] += 1
@@ -69,19 +72,33 @@ def _report(on_tokens: Callable[[int], object] | None, count: int) -> None:
         on_tokens(count)
 
 
-def _prefill(model: TinyLM, cache: KVCache, request: Request, base: int) -> int:
+def _banned(model: TinyLM, requests: Sequence[Request]) -> torch.Tensor:
+    """``[requests, vocab_size]``: True where the request bans the token."""
+    banned = torch.zeros((len(requests), model.vocab_size), dtype=torch.bool)
+    for row, request in enumerate(requests):
+        banned[row, list(request.banned_token_ids)] = True
+    return banned.to(model.device)
+
+
+def _greedy(model: TinyLM, hidden: torch.Tensor, banned: torch.Tensor) -> torch.Tensor:
+    """The argmax token of each row among the tokens its request does not ban."""
+    return model.logits(hidden).masked_fill(banned, float("-inf")).argmax(dim=-1)
+
+
+def _prefill(model: TinyLM, cache: KVCache, request: Request, base: int,
+             banned: torch.Tensor) -> int:
     device = model.device
     positions = torch.arange(request.prompt_len, device=device)
     slots = positions + base
     group = make_group(positions[None, :], slots[None, :], positions)
     ids = torch.as_tensor(request.prompt, device=device)
     hidden = model.forward(ids, positions, slots, [group], cache)
-    return int(model.greedy(hidden[-1:])[0])
+    return int(_greedy(model, hidden[-1:], banned)[0])
 
 
 def _decode_step(
     model: TinyLM, cache: KVCache, last_tokens: list[int], lengths: np.ndarray,
-    bases: np.ndarray,
+    bases: np.ndarray, banned: torch.Tensor,
 ) -> list[int]:
     device = model.device
     positions = torch.as_tensor(lengths, device=device)
@@ -92,7 +109,7 @@ def _decode_step(
     group = make_group(rows, key_slots, positions)
     ids = torch.as_tensor(last_tokens, device=device, dtype=torch.int64)
     hidden = model.forward(ids, positions, positions + base, [group], cache)
-    return [int(t) for t in model.greedy(hidden).tolist()]
+    return [int(t) for t in _greedy(model, hidden, banned).tolist()]
 
 
 @dataclass(frozen=True)

@@ -28,17 +28,18 @@ from specguard.runner.engine import Engine, EngineStalled
 from specguard.runner.faults import (
     DUPLICATE_SEQ_ID,
     FAULTS,
+    MISALIGNED_LOGITS_ROWS,
     SENTINEL_TO_EMBEDDING,
     STALE_DRAFTS,
     UNPROPOSED_DRAFTS,
 )
 from specguard.runner.kv_cache import blocks_for
 from specguard.runner.oracle import first_divergence, greedy_reference
-from specguard.runner.workload import Request, synthetic_requests
+from specguard.runner.workload import Request, constrain, synthetic_requests
 
 #: The workload pressure that gives each fault a chance to fire (default "none").
 PRESSURE = {SENTINEL_TO_EMBEDDING: "chunked", DUPLICATE_SEQ_ID: "tight",
-            UNPROPOSED_DRAFTS: "short-drafter"}
+            UNPROPOSED_DRAFTS: "short-drafter", MISALIGNED_LOGITS_ROWS: "constrained"}
 #: Faults that can break the engine without a bad value ever reaching a boundary object.
 INVISIBLE = {
     DUPLICATE_SEQ_ID: "a preempted seq left in `running` changes the schedule (a step more "
@@ -101,7 +102,7 @@ def diverges(workload: Workload, outcome: Outcome) -> Any:
     return first_divergence(expected, outcome.outputs)
 
 
-@pytest.mark.parametrize("pressure", ["none", "chunked", "tight"])
+@pytest.mark.parametrize("pressure", ["none", "chunked", "tight", "constrained"])
 @settings(max_examples=_EXAMPLES)
 @given(data=st.data())
 def test_a_correct_engine_never_violates_a_contract(pressure: str, data: st.DataObject) -> None:
@@ -183,6 +184,8 @@ def table_workload(fault: str, seed: int) -> Workload:
     shortest = budget + 1 if pressure == "chunked" else 4
     requests = synthetic_requests(8, vocab_size=61, seed=seed, min_prompt=shortest,
                                   max_prompt=shortest + 44, max_tokens=12 + 2 * seed)
+    if pressure == "constrained":
+        requests = constrain(requests, vocab_size=61, share=0.5, seed=seed)
     alone = blocks_for(shortest + 44 + 12 + 2 * seed + 2 * (mtp_k + 1), block_size) + 1
     model = ModelConfig(vocab_size=61, d_model=32, num_heads=2, num_layers=1, d_ff=64,
                         seed=seed)

@@ -15,7 +15,7 @@ from specguard.runner.config import EngineConfig
 from specguard.runner.engine import Engine, RunResult
 from specguard.runner.model import TinyLM
 from specguard.runner.oracle import Divergence, first_divergence, greedy_reference
-from specguard.runner.workload import Request
+from specguard.runner.workload import Request, constrain
 
 SMALL = EngineConfig(mtp_k=3, block_size=16, num_blocks=64, max_num_seqs=8,
                      max_num_batched_tokens=64)
@@ -45,6 +45,14 @@ def chunk_boundary() -> tuple[EngineConfig, list[Request]]:
     previous step and are served from the host.
     """
     return SMALL, requests_of([20, 20, 20, 130])
+
+
+def constrained_prefills() -> tuple[EngineConfig, list[Request]]:
+    """:func:`chunk_boundary`'s requests, each banning half of the vocabulary (a draw of
+    its own): step 1 samples the three short prompts' first tokens in one batch, each
+    request under its own bans."""
+    cfg, requests = chunk_boundary()
+    return cfg, constrain(requests, vocab_size=cfg.model.vocab_size)
 
 
 def padded_decode() -> tuple[EngineConfig, list[Request]]:

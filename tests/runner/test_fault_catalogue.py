@@ -16,6 +16,7 @@ import pytest
 from engine_builders import (
     MODEL,
     chunk_boundary,
+    constrained_prefills,
     divergence,
     memory_pressure,
     padded_decode,
@@ -42,6 +43,8 @@ WORKLOADS = {
     faults.STALE_PADDING_SLOTS: padded_decode,
     faults.UNPROPOSED_DRAFTS: short_drafter,
     faults.UNTRIMMED_OUTPUT: chunk_boundary,
+    faults.MISALIGNED_LOGITS_ROWS: constrained_prefills,
+    faults.STALE_DRAFT_SEQ_LENS: chunk_boundary,
 }
 
 #: The engine finishes and its tokens differ from greedy decoding.
@@ -62,6 +65,8 @@ UNGUARDED = {
     faults.STALE_PADDING_SLOTS: DIVERGES,
     faults.UNPROPOSED_DRAFTS: SLOWER,
     faults.UNTRIMMED_OUTPUT: DIVERGES,
+    faults.MISALIGNED_LOGITS_ROWS: DIVERGES,
+    faults.STALE_DRAFT_SEQ_LENS: SLOWER,
 }
 
 #: Faults stopped at a row that belongs to no seq (a padding row): the violation names
@@ -314,6 +319,60 @@ def test_stale_padding_slots_names_the_first_padding_row():
     assert violation.expected == "padding_slot_id=-1"
 
 
+def test_misaligned_logits_rows_names_the_prefill_given_a_decode_span():
+    """Step 1 samples three constrained prefills, one row each: the producer laid seq 0
+    out four rows (mtp_k + 1), so seqs 1 and 2 would be sampled under seq 0's bans."""
+    engine, violation = _stop(faults.MISALIGNED_LOGITS_ROWS)
+    assert (violation.seq_id, violation.position, engine.current_step) == (0, 0, 1)
+    assert "the data holds 4 rows for it, the logits 1" in violation.reason
+    assert violation.expected == "1 + num_drafts"
+
+
+def test_misaligned_logits_rows_hands_the_next_request_its_neighbours_bans():
+    """Without contracts the first token that differs is a constrained request's first,
+    chosen under the bans of the first request (its own allow what it was given)."""
+    engine, requests = _engine(faults.MISALIGNED_LOGITS_ROWS)
+    with contracts.checking(mode="off"):
+        found = divergence(engine.generate(requests), requests)
+    assert found is not None and found.request_id in (1, 2) and found.position == 0
+    assert found.expected not in requests[found.request_id].banned_token_ids
+    assert found.actual not in requests[0].banned_token_ids
+
+
+def test_stale_draft_seq_lens_names_the_first_seq_at_draft_step_one():
+    """Seq 0's prefill ends at position 19 in step 1: draft step 1 drafts at position 20
+    with the first pass's seq_len of 20."""
+    engine, violation = _stop(faults.STALE_DRAFT_SEQ_LENS)
+    assert (violation.seq_id, violation.position, engine.current_step) == (0, 0, 1)
+    assert "seq_len is 20 at draft step 1" in violation.reason
+    assert (violation.expected, violation.actual) == ("21", "20")
+
+
+def test_stale_draft_seq_lens_is_stopped_at_the_last_draft_step_alone(monkeypatch):
+    """Were only the last draft step's hand-over built, the default settings would still
+    stop the stale metadata: it is wrong at every draft step after the first."""
+    built_steps = []
+
+    def last_step_only(first, step, token_ids, metadata=None):
+        if step < first_config.mtp_k - 1:
+            return None
+        built_steps.append(step)
+        return drafter_input_of(first, step, token_ids, metadata)
+
+    from specguard.runner import drafter
+
+    drafter_input_of = drafter.draft_step_input
+    engine, requests = _engine(faults.STALE_DRAFT_SEQ_LENS)
+    first_config = engine.config
+    monkeypatch.setattr(drafter, "draft_step_input", last_step_only)
+    with contracts.checking(mode="strict"), \
+            pytest.raises(contracts.ContractViolation) as caught:
+        engine.generate(requests)
+    violation = caught.value.violations[0]
+    assert violation.code == "SG306" and set(built_steps) == {engine.config.mtp_k - 1}
+    assert f"at draft step {engine.config.mtp_k - 1}" in violation.reason
+
+
 @pytest.mark.parametrize("name", ENGINE_FAULTS)
 def test_the_default_settings_stop_the_fault(name):
     """Strict mode at the default depth stops every fault of the catalogue by its rule,
@@ -334,9 +393,16 @@ def test_unknown_fault_name_is_refused():
 
 def test_faults_are_injected_in_engine_code_not_in_objects():
     """Each fault's sites name scheduler, runner or drafter functions that exist."""
-    from specguard.runner import data_parallel, drafter, model_runner, request_output, scheduler
+    from specguard.runner import (
+        data_parallel,
+        drafter,
+        model_runner,
+        request_output,
+        scheduler,
+        token_bans,
+    )
 
-    owners = {"Scheduler": scheduler.Scheduler,
+    owners = {"Scheduler": scheduler.Scheduler, "TokenBans": token_bans.TokenBans,
               "ModelRunner": model_runner.ModelRunner, "drafter": drafter,
               "request_output": request_output,
               "RankEngine": data_parallel.RankEngine, "RankJob": data_parallel.RankJob}

@@ -14,17 +14,19 @@ from specguard.runner.engine import Engine
 from specguard.runner.faults import FAULTS
 
 # The faults a single boundary object shows (SG101, SG301, SG105, SG010, SG103, SG308,
-# SG403); the step-to-step ones (SG6xx) wrote snapshots already, and the cross-rank ones
-# (SG7xx) need several ranks (tests/adapters/test_rank_agreement.py covers their snapshot).
+# SG403, SG312, SG306); the step-to-step ones (SG6xx) wrote snapshots already, and the
+# cross-rank ones (SG7xx) need several ranks (tests/adapters/test_rank_agreement.py
+# covers their snapshot).
 SINGLE_OBJECT = [name for name, fault in FAULTS.items()
                  if not fault.rule.startswith("SG6") and not fault.across_ranks]
 
 
-def test_single_object_faults_are_the_eight_the_guide_promises():
-    """Eight faults break a rule of one object; the snapshot guide's own example is SG101."""
-    assert len(SINGLE_OBJECT) == 8
+def test_single_object_faults_are_the_ten_of_the_catalogue():
+    """Ten faults break a rule of one object; the snapshot guide's own example is SG101."""
+    assert len(SINGLE_OBJECT) == 10
     assert {FAULTS[n].rule for n in SINGLE_OBJECT} == {"SG101", "SG301", "SG105", "SG010",
-                                                      "SG103", "SG308", "SG403"}
+                                                      "SG103", "SG308", "SG403", "SG312",
+                                                      "SG306"}
 
 
 @pytest.mark.parametrize("name", SINGLE_OBJECT)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import torch
 from engine_builders import MODEL, requests_of
@@ -60,3 +62,25 @@ def test_reference_counts_every_token_it_produces():
     outputs = greedy_reference(MODEL, requests, on_tokens=counted.append)
     assert sum(counted) == 18
     assert [len(outputs[r.request_id]) for r in requests] == [6, 6, 6]
+
+
+def test_reference_never_gives_a_request_a_token_it_bans():
+    """A constrained request's tokens are the argmax among the tokens it allows: its
+    unconstrained greedy tokens, banned, are replaced by others."""
+    [request] = requests_of([12], max_tokens=6, seed=5)
+    free = greedy_reference(MODEL, [request])[0]
+    banned = dataclasses.replace(request, banned_token_ids=(int(free[0]), int(free[3])))
+    constrained = greedy_reference(MODEL, [banned])[0]
+    assert int(constrained[0]) != int(free[0])
+    assert not set(constrained.tolist()) & set(banned.banned_token_ids)
+    sequence = list(request.prompt)
+    for token in constrained:
+        ids = torch.tensor(sequence)
+        positions = torch.arange(len(sequence))
+        group = make_group(positions[None, :], positions[None, :], positions)
+        hidden = MODEL.forward(ids, positions, positions, [group],
+                               MODEL.new_cache(len(sequence)))
+        logits = MODEL.logits(hidden[-1])
+        logits[list(banned.banned_token_ids)] = float("-inf")
+        assert int(logits.argmax()) == token
+        sequence.append(int(token))

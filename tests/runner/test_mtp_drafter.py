@@ -8,7 +8,14 @@ import torch
 from specguard import contracts
 from specguard.runner import faults
 from specguard.runner.config import ModelConfig
-from specguard.runner.drafter import Drafter, draft_step_input, drafter_input, next_token_ids
+from specguard.runner.drafter import (
+    Drafter,
+    context_offsets,
+    draft_step_input,
+    draft_step_metadata,
+    drafter_input,
+    next_token_ids,
+)
 from specguard.runner.model import TinyLM
 
 MODEL = TinyLM(ModelConfig())
@@ -146,3 +153,66 @@ def test_proposals_are_mtp_k_valid_ids_per_seq_and_deterministic():
     assert first.seq_ids.tolist() == [0, 1]
     assert int(first.draft_token_ids.min()) >= 0
     assert int(first.draft_token_ids.max()) < MODEL.vocab_size
+
+
+def _first_pass(num_rejected):
+    model_input = _model_input([10, 11, 12, 13, 20, 21], [0, 4, 6])
+    return drafter_input(model_input=model_input, next_tokens=torch.tensor([90, 91]),
+                         num_rejected=torch.tensor(num_rejected), vocab_size=MODEL.vocab_size,
+                         max_seq_len=6)
+
+
+def test_advanced_metadata_puts_every_draft_step_at_its_context_end():
+    """Advanced with the step, each seq's context ends at its token: offset 0."""
+    first = _first_pass([2, 0])
+    for step in (1, 2):
+        metadata = draft_step_metadata(first, step)
+        assert context_offsets(metadata).tolist() == [0, 0]
+        built = draft_step_input(first, step, torch.tensor([300, 301]), metadata)
+        assert built.seq_lens is metadata.seq_lens and built.max_seq_len == 6 + step
+
+
+def test_stale_metadata_keeps_the_first_passs_context_end_at_every_step():
+    """The fault's metadata: seq_lens and max_seq_len of the first pass (spans ending at
+    positions 3 and 5) at every step, so the tokens at positions 1 + j and 5 + j lie
+    j - 2 and j positions from their context ends; SG306 stops it at any step."""
+    first = _first_pass([2, 0])
+    for step in (1, 2):
+        metadata = draft_step_metadata(first, step, faults.STALE_DRAFT_SEQ_LENS)
+        assert metadata.seq_lens.tolist() == [4, 6] and metadata.max_seq_len == 6
+        assert context_offsets(metadata).tolist() == [step - 2, step]
+        with contracts.checking(mode="strict"), \
+                pytest.raises(contracts.ContractViolation) as caught:
+            draft_step_input(first, step, torch.tensor([300, 301]), metadata)
+        assert caught.value.codes == ("SG306",)
+        position = 0 if step == 1 else 1
+        assert f"batch position {position}: seq_len is" in str(caught.value)
+        assert f"at draft step {step}" in str(caught.value)
+
+
+def test_max_seq_len_bounds_the_context_the_head_reads():
+    """A max_seq_len below a seq_len cuts that seq's context short: its token lies past
+    the context end the kernel can read."""
+    first = _first_pass([0, 0])
+    metadata = draft_step_metadata(first, 1)
+    short = metadata._replace(max_seq_len=metadata.max_seq_len - 1)
+    assert context_offsets(short).tolist() == [0, 1]
+
+
+def test_stale_metadata_changes_the_later_drafts_and_not_the_first():
+    """Step 0 runs on the target's hidden state and is the same; the steps after it
+    draft from the wrong context end."""
+    first = _first_pass([0, 1])
+    hidden = torch.randn(6, MODEL.config.d_model, dtype=torch.float64,
+                         generator=torch.Generator().manual_seed(1))
+    with contracts.checking(mode="off"):  # unchecked, as the fault runs without contracts
+        clean = _tensor(Drafter(MODEL, mtp_k=4).propose(first, hidden).draft_token_ids)
+        stale = _tensor(Drafter(MODEL, mtp_k=4, fault=faults.STALE_DRAFT_SEQ_LENS)
+                        .propose(first, hidden).draft_token_ids)
+    assert torch.equal(clean[:, 0], stale[:, 0])
+    assert not torch.equal(clean[:, 1:], stale[:, 1:])
+
+
+def _tensor(value):
+    assert isinstance(value, torch.Tensor)
+    return value

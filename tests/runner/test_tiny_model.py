@@ -71,3 +71,20 @@ def test_mtp_head_guesses_the_target_often():
     guesses = MODEL.greedy(MODEL.mtp_step(hidden[:-1], tokens[1:]))
     agreement = (guesses == target_next[1:]).double().mean().item()
     assert agreement > 0.5
+
+
+def test_mtp_head_at_its_context_end_is_unrotated_and_one_position_off_is_lost():
+    """A draft step whose token is where its context ends (offset 0) is exactly the
+    head's plain step; one position off in either direction, its guesses no longer
+    agree with the target's."""
+    tokens = torch.randint(0, CONFIG.vocab_size, (200,), generator=torch.Generator().manual_seed(2))
+    hidden = _prefill(MODEL, tokens, [200])
+    target_next = MODEL.greedy(hidden)[1:]
+    plain = MODEL.mtp_step(hidden[:-1], tokens[1:])
+    at_end = MODEL.mtp_step(hidden[:-1], tokens[1:], torch.zeros(199, dtype=torch.int64))
+    assert torch.equal(plain, at_end)
+    for offset in (1, -1, 2):
+        moved = MODEL.mtp_step(hidden[:-1], tokens[1:],
+                               torch.full((199,), offset, dtype=torch.int64))
+        agreement = (MODEL.greedy(moved) == target_next).double().mean().item()
+        assert agreement < 0.2, offset

@@ -30,8 +30,9 @@ class Workload:
 
 
 #: How a workload leans on the engine: "none", "chunked" (prompts longer than the token
-#: budget, so steps of prefill chunks only) or "tight" (few KV blocks: preemption).
-PRESSURES = ("none", "chunked", "tight")
+#: budget, so steps of prefill chunks only), "tight" (few KV blocks: preemption) or
+#: "constrained" (half the requests ban half the vocabulary).
+PRESSURES = ("none", "chunked", "tight", "constrained")
 
 
 @st.composite
@@ -39,7 +40,7 @@ def engine_workloads(draw: Draw, pressure: str = "none") -> Workload:
     """Small random workloads for the reference engine, feasible by construction."""
     from specguard.runner.config import EngineConfig, ModelConfig
     from specguard.runner.kv_cache import blocks_for
-    from specguard.runner.workload import Request
+    from specguard.runner.workload import Request, constrain
 
     rng = seeded_rng(draw)
     mtp_k = draw(st.integers(1, 5))
@@ -66,4 +67,7 @@ def engine_workloads(draw: Draw, pressure: str = "none") -> Workload:
                           drafter_max_model_len=drafter_limit)
     requests = tuple(Request(i, rng.integers(0, vocab, int(p)).astype(np.int64), int(m))
                      for i, (p, m) in enumerate(zip(prompts, outputs, strict=True)))
+    if pressure == "constrained":
+        requests = tuple(constrain(requests, vocab_size=vocab, share=0.5,
+                                   seed=draw(st.integers(0, 3))))
     return Workload(config, requests)
