@@ -137,10 +137,16 @@ class Drafter:
         picks = cast(torch.Tensor, inputs.sample_indices)
         hidden = self.model.mtp_step_embedded(target_hidden[picks], embedded[picks])
         drafts = [self.model.greedy(hidden)]
-        checked = contracts.current_config().mode is not contracts.Mode.OFF
+        settings = contracts.current_config()
+        checked = settings.mode is not contracts.Mode.OFF
+        every_step = settings.depth is contracts.Depth.FULL
         for step in range(1, self.mtp_k):
             metadata = draft_step_metadata(inputs, step, self.fault)
-            if checked:  # each draft step's hand-over, with its attention metadata
+            if checked and (every_step or step == self.mtp_k - 1):
+                # A draft step's hand-over, with its attention metadata. Each step's is
+                # the previous one's advanced by one, so a step left behind leaves every
+                # later one behind: the last shows it, and below full depth it alone is
+                # built (one object per step instead of mtp_k - 1).
                 CLOCK.checking(draft_step_input, inputs, step, drafts[-1], metadata)
             hidden = self.model.mtp_step(hidden, drafts[-1], context_offsets(metadata))
             drafts.append(self.model.greedy(hidden))

@@ -48,7 +48,9 @@ def test_every_declared_class_is_a_known_snapshot_type():
 
 def test_the_examples_build_every_declared_class():
     """The round trip below covers every class (else a class had no example object)."""
-    assert set(DECLARED) - set(INSTANCES) <= {"KvTransfer"}  # the docs' own example class
+    # KvTransfer is the docs' own example class; StepState the tracker's own state, made
+    # without validation (tests/adapters/test_violation_snapshots.py reads one back).
+    assert set(DECLARED) - set(INSTANCES) <= {"KvTransfer", "StepState"}
 
 
 @pytest.mark.parametrize("name", sorted(set(DECLARED) & set(INSTANCES)))

@@ -348,29 +348,37 @@ def test_stale_draft_seq_lens_names_the_first_seq_at_draft_step_one():
     assert (violation.expected, violation.actual) == ("21", "20")
 
 
-def test_stale_draft_seq_lens_is_stopped_at_the_last_draft_step_alone(monkeypatch):
-    """Were only the last draft step's hand-over built, the default settings would still
-    stop the stale metadata: it is wrong at every draft step after the first."""
-    built_steps = []
+@pytest.mark.parametrize(("depth", "first_step"), [("essential", -1), ("full", 1)])
+def test_stale_draft_seq_lens_is_stopped_at_the_draft_steps_each_depth_builds(
+        monkeypatch, depth, first_step):
+    """Below full depth the engine hands over only the last draft step's input (each
+    step's metadata is the previous one's advanced, so a step left behind leaves the last
+    behind too); at full depth every step's. Either way the stale metadata is stopped,
+    at the first step built."""
+    from specguard.runner import drafter
 
-    def last_step_only(first, step, token_ids, metadata=None):
-        if step < first_config.mtp_k - 1:
-            return None
+    built_steps = []
+    drafter_input_of = drafter.draft_step_input
+
+    def recorded(first, step, token_ids, metadata=None):
         built_steps.append(step)
         return drafter_input_of(first, step, token_ids, metadata)
 
-    from specguard.runner import drafter
-
-    drafter_input_of = drafter.draft_step_input
+    monkeypatch.setattr(drafter, "draft_step_input", recorded)
     engine, requests = _engine(faults.STALE_DRAFT_SEQ_LENS)
-    first_config = engine.config
-    monkeypatch.setattr(drafter, "draft_step_input", last_step_only)
-    with contracts.checking(mode="strict"), \
+    last = engine.config.mtp_k - 1
+    with contracts.checking(mode="strict", depth=depth), \
             pytest.raises(contracts.ContractViolation) as caught:
         engine.generate(requests)
     violation = caught.value.violations[0]
-    assert violation.code == "SG306" and set(built_steps) == {engine.config.mtp_k - 1}
-    assert f"at draft step {engine.config.mtp_k - 1}" in violation.reason
+    stopped_at = last if first_step < 0 else first_step
+    assert violation.code == "SG306" and f"at draft step {stopped_at}" in violation.reason
+    assert set(built_steps) == ({last} if depth == "essential" else {stopped_at})
+    clean, _ = _engine(faults.STALE_DRAFT_SEQ_LENS)
+    built_steps.clear()
+    with contracts.checking(mode="strict", depth=depth):
+        Engine(clean.config, model=MODEL).generate(requests[:1])
+    assert set(built_steps) == ({last} if depth == "essential" else set(range(1, last + 1)))
 
 
 @pytest.mark.parametrize("name", ENGINE_FAULTS)

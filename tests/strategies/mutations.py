@@ -392,7 +392,11 @@ def _negative_position(case: Case, rng: Rng) -> Case:
 
 def _span_end(case: Case, rng: Rng) -> Case:
     (starts,) = _copy(case, "query_start_loc")
-    starts[-1] += -1 if case.values.get("num_padding") else 1  # into padding is SG309's
+    # Set from where the spans must end, not moved from where they do: another mutation
+    # may have moved the end already. Short of the padding, since into it is SG309's.
+    padding = case.values.get("num_padding") or 0
+    real = int(case.values["num_tokens"]) - padding
+    starts[-1] = real - 1 if padding else real + 1
     return case.with_values(query_start_loc=starts)
 
 
