@@ -349,15 +349,23 @@ def _no_unproposed_drafts(step: StepTransition, values: ValueChecks) -> Finding 
 
     What it checks: the real drafts a seq carries, or that the runner fills from its
     previous-step buffer (a refilled row is verified whole), are no more than the
-    drafter said it proposed for the seq in the previous step. Engine-independent; an
+    drafter said it proposed for the seq in the previous step, or, for a seq that sat
+    out steps since, in the last step that drafted for it (the tracker remembers short
+    proposals where seq ids are stable). Engine-independent; an
     engine whose drafter does not report its counts is taken to propose whole rows."""
     proposed = step.num_proposed
     if proposed is None:
         return None
     carried = np.where(cast(np.ndarray, step.refilled), step.mtp_k, step.num_drafts)
     bad = (proposed >= 0) & (carried > proposed)
+    previous = cast(np.ndarray, step.has_proposal)
+
+    def when(row: int) -> str:
+        return "the previous step" if bool(host_value(previous, row)) \
+            else "the last step that drafted for it"
+
     return values.any_true(bad, lambda row: Finding(
-        f"carries {host_value(carried, row)} real drafts, but the previous step proposed "
+        f"carries {host_value(carried, row)} real drafts, but {when(row)} proposed "
         f"{host_value(proposed, row)} for this seq", "num_drafts",
         position=host_value(step.decode_positions, row),
         expected=f"<= {host_value(proposed, row)}", actual=str(host_value(carried, row))))

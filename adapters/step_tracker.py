@@ -23,6 +23,7 @@ only under ``device_values="sync"``; otherwise the seqs concerned are not checke
 from __future__ import annotations
 
 import dataclasses
+from itertools import repeat
 from collections.abc import Sequence
 from typing import Any, cast
 
@@ -171,6 +172,12 @@ class StepTracker:
         self._current: _Step | None = None
         self._count = 0
         self._memory = SeqMemory(memory_limit, max_bytes=memory_bytes)
+        # Seqs whose latest proposal was short of mtp_k (a skipped drafter, a seq past
+        # its context limit), with its count: a seq that sits out steps keeps its drafts
+        # and is held to that count when it comes back (SG660). Full proposals need no
+        # entry; the oldest entries go past the bound, which only forgoes that check.
+        self._short_proposals: dict[int, int] = {}
+        self._short_limit = memory_limit
         self._fresh = True  # no batch forwarded yet
         # Seqs that batches the runner did not keep as its previous forward moved on
         # since the previous forward (their progress is in the memory), one array a batch.
@@ -202,9 +209,26 @@ class StepTracker:
             self._previous = self._current.state()
             self._previous_lookup = self._current.lookup
             self._current = None
+            self._note_short_proposals(self._previous)
             if runs(*PROGRESS, *RECOMPUTE):
                 _remember(self._memory, self._previous)
         return self._previous
+
+    def _note_short_proposals(self, state: StepState) -> None:
+        drafted = np.asarray(state.drafted)
+        if not drafted.any():
+            return
+        ids = np.asarray(state.seq_ids)[drafted].tolist()
+        counts = np.asarray(state.num_proposed)[drafted].tolist()
+        short = self._short_proposals
+        for seq, count in zip(ids, counts, strict=True):
+            if count < state.mtp_k:
+                short.pop(seq, None)  # re-inserted last: the newest entry
+                short[seq] = count
+            elif short:
+                short.pop(seq, None)
+        while len(short) > self._short_limit:
+            del short[next(iter(short))]
 
     def reset(self) -> None:
         """Forget everything: the next batch is checked against nothing.
@@ -215,6 +239,7 @@ class StepTracker:
         self._sees_every_seq = False
         self._previous = self._current = None
         self._previous_lookup = None
+        self._short_proposals.clear()
         self._memory.clear()
         self._moved_since.clear()
         self._fresh = False
@@ -262,6 +287,7 @@ class StepTracker:
                     plan.seq_ids[remembered].astype(np.int64))
             fields = _transition(previous, plan, links, rows, self.progress,
                                  self.whole_proposals, remembered, ends)
+            self._hold_to_short_proposals(plan, links, fields)
             fields["first_seen"] = first_seen
             fields["drafts_handed_over"] = plan.drafts_handed_over
             build(StepTransition, fields, state=previous, names=names)
@@ -286,6 +312,26 @@ class StepTracker:
         self._fresh = False
         self._moved_since.clear()  # this forward is the next batch's previous one
         return links
+
+    def _hold_to_short_proposals(self, plan: StepPlan, links: StepLinks,
+                                 fields: dict[str, Any]) -> None:
+        """A decode seq absent from the previous forward carries the drafts of the last
+        forward it was in: where that proposal was short, SG660 holds it to its count.
+        Only where ids are stable (a renumbered id would be another request's)."""
+        short = self._short_proposals
+        if not short or not plan.stable_ids:
+            return
+        decode = fields["decode_positions"]
+        absent = np.flatnonzero(links.prev_rows.take(decode) < 0)
+        if not absent.shape[0]:
+            return
+        ids = plan.seq_ids.take(decode.take(absent)).tolist()
+        counts = np.fromiter(map(short.get, ids, repeat(UNKNOWN)), dtype=np.int64,
+                             count=len(ids))
+        if (counts >= 0).any():
+            proposed = np.array(fields["num_proposed"], dtype=np.int64)
+            proposed[absent] = np.where(counts >= 0, counts, proposed[absent])
+            fields["num_proposed"] = proposed
 
     def _first_seen(self, plan: StepPlan, links: StepLinks, *, checked: bool
                     ) -> np.ndarray | None:

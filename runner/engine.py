@@ -97,6 +97,7 @@ class Engine:
         self.scheduler = Scheduler(self.config, fault)
         # step_tracker=False: no forward is recorded or related to the one before it.
         self.runner = ModelRunner(self.config, self.model, fault, relations=step_tracker)
+        self.scheduler.prefill_elsewhere = self.runner.prefill_elsewhere
         self.stats = RunStats()
         self.tracker: StepTracker | None = None
         """Relates each forward to the previous one; exists only while relations are checked."""

@@ -29,6 +29,7 @@ __all__ = [
     "RANK_LOCAL_SEQ_IDS",
     "RANK_MTP_K",
     "RANK_STALE_TOKEN_COUNTS",
+    "REMOTE_DRAFTS_LOST",
     "SENTINEL_IN_TARGET_INPUT",
     "SENTINEL_TO_EMBEDDING",
     "SKIPPED_REJECTION_ROLLBACK",
@@ -83,6 +84,7 @@ UNPROPOSED_DRAFTS = "unproposed-drafts"
 UNTRIMMED_OUTPUT = "untrimmed-output"
 MISALIGNED_LOGITS_ROWS = "misaligned-logits-rows"
 STALE_DRAFT_SEQ_LENS = "stale-draft-seq-lens"
+REMOTE_DRAFTS_LOST = "remote-drafts-lost"
 RANK_MTP_K = "rank-mtp-k"
 RANK_LOCAL_PADDING = "rank-local-padding"
 RANK_LOCAL_SEQ_IDS = "rank-local-seq-ids"
@@ -202,6 +204,17 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
           "finishes with tokens identical to plain greedy decoding, but the skipped "
           "drafter's zeros are verified as drafts and almost none is accepted: a silent "
           "slowdown no output comparison can see"),
+    Fault(REMOTE_DRAFTS_LOST,
+          "a remotely prefilled seq's first decode schedules its empty draft row as "
+          "mtp_k real drafts",
+          ("Scheduler._receive",),
+          "P/D disaggregation with MTP: the decode instance received the prompt's KV and "
+          "first token but not the prefill instance's drafts, and verified the draft "
+          "slots it had for the request as if they had been proposed",
+          "SG661", "StepTransition",
+          "finishes with tokens identical to plain greedy decoding, but every remotely "
+          "prefilled request's first decode verifies zeros as drafts and almost none "
+          "is accepted: a silent slowdown no output comparison can see"),
     Fault(RANK_MTP_K,
           "one data-parallel rank drafts one token fewer (more, at mtp_k 1) than the others",
           ("RankJob.config_of",),

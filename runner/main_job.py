@@ -199,10 +199,13 @@ def workload(settings: JobSettings, config: EngineConfig) -> list[Request]:
     # The misaligned-logits-rows fault shows only where requests ban tokens: half of
     # them do.
     constrained = 0.5 if settings.fault == faults.MISALIGNED_LOGITS_ROWS else 0.0
+    # The remote-drafts-lost fault shows only on a P/D decode instance: half of the
+    # requests are prefilled elsewhere.
+    remote = 0.5 if settings.fault == faults.REMOTE_DRAFTS_LOST else 0.0
     return synthetic_requests(
         settings.requests, vocab_size=config.model.vocab_size, seed=settings.seed,
         min_prompt=settings.min_prompt, max_prompt=settings.max_prompt,
-        max_tokens=settings.max_tokens, constrained=constrained)
+        max_tokens=settings.max_tokens, constrained=constrained, remote=remote)
 
 
 def run_main_job(settings: JobSettings, listener: JobListener = QUIET) -> JobOutcome:

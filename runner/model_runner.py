@@ -191,6 +191,33 @@ class ModelRunner:
             return True
         return bool(_count_nonzero(batch.context_lens.astype(np.int64) + self.mtp_k <= limit))
 
+    @torch.inference_mode()
+    def prefill_elsewhere(self, tokens: list[int], block_table: list[int]
+                          ) -> tuple[int, np.ndarray]:
+        """What a prefill instance of the same model hands a decode instance (P/D): the
+        prompt's KV, written into ``block_table``'s slots of this runner's cache, the
+        first token (greedy) and the ``mtp_k`` drafts its MTP head proposes after it.
+
+        It runs apart from the engine's steps, as another instance would: no boundary
+        object of this engine sees the prompt, and no step tracker either.
+        """
+        model, device = self.model, self.device
+        count = len(tokens)
+        ids = torch.as_tensor(tokens, dtype=_I64, device=device)
+        positions = torch.arange(count, dtype=_I64, device=device)
+        table = torch.as_tensor([block_table], dtype=_I64, device=device)
+        slots = slot_matrix(table, self.config.block_size, count)
+        hidden = model.forward(ids, positions, slots[0], [make_group(positions[None, :],
+                                                                     slots, positions)],
+                               self.cache)[-1:]
+        first = model.greedy(hidden)
+        state = model.mtp_step_embedded(hidden, model.embed(first))
+        drafts = [model.greedy(state)]
+        for _ in range(1, self.mtp_k):  # its metadata advanced with each step: offset 0
+            state = model.mtp_step(state, drafts[-1], torch.zeros_like(first))
+            drafts.append(model.greedy(state))
+        return int(first[0]), torch.cat(drafts).cpu().numpy().astype(np.int64)
+
     def flush(self) -> StepResult | None:
         """The last forward's outputs, when no further step will carry them."""
         previous, self._in_flight = self._in_flight, None
@@ -425,6 +452,7 @@ class ModelRunner:
             is_decode=batch.is_decode.copy(), num_scheduled=batch.num_scheduled_tokens.copy(),
             num_drafts=sampled.num_drafts[decode.positions],
             draft_placeholder=batch.draft_placeholder, num_proposed=num_proposed,
+            drafts_handed_over=batch.drafts_handed_over,
             tensors=(_tensor(model_input.positions)[starts], carried, verify_ids, accepted,
                      _tensor(drafts.seq_ids)))
 

@@ -19,11 +19,17 @@ still in flight. A decoding seq's KV need is therefore an upper bound: the token
 on the host, plus everything the step in flight may deliver (``pending``), plus this
 step's ``mtp_k`` draft slots. The runner corrects the context length with the accepted
 counts it holds on the device.
+
+A request prefilled on another instance (P/D disaggregation, ``Request.remote_prefill``)
+is admitted without a prefill step: ``prefill_elsewhere`` writes its prompt's KV into
+the blocks it is given and hands back the first token and that instance's drafts, and
+the seq decodes from the next step on, its first draft row marked as handed over.
 """
 
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -41,6 +47,11 @@ from specguard.runner.workload import Request
 __all__ = ["Scheduler"]
 
 _IDS = np.int64
+
+#: Prefills a prompt on "another instance": given the prompt's tokens and the blocks the
+#: consumer holds for them, writes their KV there; returns the first token and the
+#: drafts the prefill instance's drafter proposed after it.
+PrefillElsewhere = Callable[[list[int], list[int]], tuple[int, np.ndarray]]
 
 
 @dataclass
@@ -75,6 +86,10 @@ class Scheduler:
         self._limits: list[int] = []
         self._stops: list[tuple[int, ...]] = []
         self._tables: tuple[np.ndarray, np.ndarray] | None = None
+        self._received = False  # a remotely prefilled seq was admitted this round
+        self.prefill_elsewhere: PrefillElsewhere | None = None
+        """Where a remotely prefilled request's prompt is prefilled (the engine sets its
+        runner's); None prefills every request here."""
 
     # -- requests ----------------------------------------------------------------------
 
@@ -115,6 +130,15 @@ class Scheduler:
 
     def schedule(self) -> SchedulerOutput | None:
         """The next step's batch, or None when nothing can run until outputs arrive."""
+        self._received = False
+        output = self._schedule_once()
+        if output is None and self._received:
+            # Only remotely prefilled seqs were admitted, which take no step here: they
+            # decode now, rather than leave a step with nothing to run.
+            output = self._schedule_once()
+        return output
+
+    def _schedule_once(self) -> SchedulerOutput | None:
         budget = self.config.max_num_batched_tokens
         entries: list[_Entry] = []
         preemptions = self.num_preemptions
@@ -168,6 +192,10 @@ class Scheduler:
             seq = self.waiting[0]
             if seq.pending:
                 break  # the outputs of its last step are still in flight
+            if seq.remote_prefill and self.prefill_elsewhere is not None:
+                if not self._receive(seq):
+                    break
+                continue
             chunk = min(seq.num_tokens, budget)
             if blocks_for(chunk, self.config.block_size) > self.allocator.num_free:
                 break
@@ -182,6 +210,34 @@ class Scheduler:
             admitted.append(entry)
             budget -= chunk
         return admitted
+
+    def _receive(self, seq: Seq) -> bool:
+        """Admit a remotely prefilled seq: blocks for its prompt and first token, the
+        prompt's KV written there by the prefill instance, the first token delivered and
+        the drafts it handed over kept as the seq's. False when the blocks are not free."""
+        prompt = seq.num_tokens
+        if blocks_for(prompt + 1, self.config.block_size) > self.allocator.num_free:
+            return False
+        self.waiting.popleft()
+        assert self.prefill_elsewhere is not None
+        self._allocate(seq, prompt + 1)
+        first, drafts = self.prefill_elsewhere(list(seq.token_ids), list(seq.block_table))
+        seq.status, seq.prefill_len, seq.num_computed = Status.RUNNING, prompt, prompt
+        seq.remote_prefill = False  # a preempted seq is recomputed here
+        seq.token_ids.append(int(first))
+        self.delivered_tokens += 1
+        if self.fault == faults.REMOTE_DRAFTS_LOST:
+            # The transfer brought the KV and the first token but not the drafts, and
+            # the consumer schedules the empty draft row it keeps as mtp_k real drafts.
+            seq.drafts = np.zeros(self.mtp_k, dtype=_IDS)
+        else:
+            seq.drafts = np.asarray(drafts, dtype=_IDS)[:self.mtp_k]
+            seq.drafts_handed_over = bool(seq.drafts.size)
+        self.running.append(seq)
+        self._received = True
+        if int(first) in self._stops[seq.arrival] or seq.num_output >= seq.max_tokens:
+            self._finish(seq)
+        return True
 
     def _num_running(self) -> int:
         return sum(1 for seq in self.running if seq.status is Status.RUNNING)
@@ -220,6 +276,7 @@ class Scheduler:
         seq.block_table.clear()
         seq.status, seq.num_computed, seq.prefill_len = Status.WAITING, 0, 0
         seq.drafts = np.zeros(0, dtype=_IDS)
+        seq.drafts_handed_over = False
         seq.num_preemptions += 1
         self.num_preemptions += 1
         if self.fault != faults.DUPLICATE_SEQ_ID:
@@ -233,6 +290,9 @@ class Scheduler:
         is_decode = np.array([e.is_decode for e in entries], dtype=bool)
         decode = [e.seq for e in entries if e.is_decode]
         rows, num_drafts, placeholder = self._draft_rows(decode)
+        handed = np.array([s.drafts_handed_over for s in decode], dtype=bool)
+        for seq in decode:
+            seq.drafts_handed_over = False  # only its first decode carries them
         return SchedulerOutput(
             mtp_k=self.mtp_k, vocab_size=self.vocab_size, block_size=self.config.block_size,
             seq_ids=np.array([s.seq_id for s in seqs], dtype=_IDS),
@@ -243,6 +303,7 @@ class Scheduler:
             token_ids=np.concatenate([self._span(e) for e in entries]).astype(_IDS),
             draft_token_ids=rows, num_drafts=num_drafts, draft_placeholder=placeholder,
             draft_seq_ids=np.array([s.seq_id for s in decode], dtype=_IDS),
+            drafts_handed_over=handed if handed.any() else None,
             samples=np.array([e.samples for e in entries], dtype=bool),
             backup_token_ids=np.array([self._backup_token(e) for e in entries], dtype=_IDS))
 

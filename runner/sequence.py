@@ -48,12 +48,17 @@ class Seq:
     """Draft tokens proposed after the last known token (delivered with it)."""
     block_table: list[int] = field(default_factory=list)
     num_preemptions: int = 0
+    remote_prefill: bool = False
+    """Its prompt is to be prefilled elsewhere when it is admitted (P/D)."""
+    drafts_handed_over: bool = False
+    """Its drafts came with it from the instance that prefilled it, and its first decode
+    here has not been scheduled yet."""
 
     @classmethod
     def from_request(cls, request: Request, arrival: int) -> Seq:
         """A waiting seq for a new request, the ``arrival``-th to come."""
         return cls(request.request_id, arrival, request.prompt_len, request.max_tokens,
-                   [int(t) for t in request.prompt])
+                   [int(t) for t in request.prompt], remote_prefill=request.remote_prefill)
 
     @property
     def num_tokens(self) -> int:

@@ -40,7 +40,7 @@ def recording() -> bool:
 
 #: The rules the tracker checks a forward with (SG608's recompute history needs the
 #: scheduler's token stream, which the engine's trace does not record).
-_RULES = ("SG601", "SG602", "SG603", "SG604", "SG605", "SG606", "SG607")
+_RULES = ("SG601", "SG602", "SG603", "SG604", "SG605", "SG606", "SG607", "SG660", "SG661")
 
 
 @dataclass(frozen=True)
@@ -78,6 +78,8 @@ class PendingTrace:
     draft_placeholder: int | None
     num_proposed: np.ndarray | None
     """Drafts really proposed per drafter row (decided on the host)."""
+    drafts_handed_over: np.ndarray | None
+    """Per decode row: its drafts came with a seq prefilled elsewhere."""
     packed: torch.Tensor | None
     """:data:`_PACKED` flattened into one int64 tensor, so one copy brings them all
     (None when they were on the host already: see :attr:`host`)."""
@@ -90,8 +92,8 @@ class PendingTrace:
                num_scheduled: np.ndarray, num_drafts: np.ndarray,
                draft_placeholder: int | None,
                tensors: Sequence[torch.Tensor],
-               num_proposed: np.ndarray | None = None, pack: bool | None = None
-               ) -> PendingTrace:
+               num_proposed: np.ndarray | None = None, pack: bool | None = None,
+               drafts_handed_over: np.ndarray | None = None) -> PendingTrace:
         """Pack the device tensors named by :data:`_PACKED`, in that order (no sync).
 
         ``pack`` (default: unless they are all on the host) packs them into one tensor,
@@ -105,10 +107,10 @@ class PendingTrace:
             # the int64 tensors are the trace (the tensors are the step's own, fresh).
             host = tuple(t.to(torch.int64).numpy() for t in tensors)
             return cls(step, mtp_k, seq_ids, is_decode, num_scheduled, num_drafts,
-                       draft_placeholder, num_proposed, None, (), host)
+                       draft_placeholder, num_proposed, drafts_handed_over, None, (), host)
         packed = torch.cat([t.reshape(-1).to(torch.int64) for t in tensors])
         return cls(step, mtp_k, seq_ids, is_decode, num_scheduled, num_drafts,
-                   draft_placeholder, num_proposed, packed,
+                   draft_placeholder, num_proposed, drafts_handed_over, packed,
                    tuple(tuple(t.shape) for t in tensors))
 
     def to_host(self, proposals: np.ndarray) -> StepTrace:
@@ -123,7 +125,7 @@ class PendingTrace:
                 part.reshape(shape) for part, shape in zip(parts, self.shapes, strict=True))
         plan = StepPlan(self.mtp_k, self.seq_ids, self.is_decode, starts,
                         self.num_scheduled.astype(np.int64), carried, self.num_drafts,
-                        self.draft_placeholder)
+                        self.draft_placeholder, drafts_handed_over=self.drafts_handed_over)
         return StepTrace(self.step, plan, verify_ids, accepted, drafter_ids, proposals,
                          self.num_proposed)
 

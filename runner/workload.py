@@ -29,6 +29,9 @@ class Request:
     banned_token_ids: tuple[int, ...] = ()
     """Ids the request must never be given (a grammar's forbidden tokens): each of its
     tokens is the greedy choice among the others."""
+    remote_prefill: bool = False
+    """Prefilled on another instance (P/D disaggregation): this engine receives the
+    prompt's KV, the first token and the prefill instance's drafts, and only decodes."""
 
     @property
     def prompt_len(self) -> int:
@@ -39,10 +42,12 @@ class Request:
 def synthetic_requests(
     num_requests: int, *, vocab_size: int, seed: int = 0, min_prompt: int = 16,
     max_prompt: int = 2048, max_tokens: int = 128, constrained: float = 0.0,
+    remote: float = 0.0,
 ) -> list[Request]:
     """``num_requests`` requests with prompt lengths drawn uniformly from
     ``[min_prompt, max_prompt]`` and token ids uniformly from the vocabulary; a
-    ``constrained`` share of them ban tokens (see :func:`constrain`)."""
+    ``constrained`` share of them ban tokens (see :func:`constrain`), and a ``remote``
+    share of them, never the first, are prefilled on another instance (P/D)."""
     if not 1 <= min_prompt <= max_prompt:
         raise ValueError(f"need 1 <= min_prompt <= max_prompt, got {min_prompt}, {max_prompt}")
     rng = np.random.default_rng(seed)
@@ -51,6 +56,14 @@ def synthetic_requests(
         Request(index, rng.integers(0, vocab_size, size=int(n)).astype(np.int64), max_tokens)
         for index, n in enumerate(lengths)
     ]
+    if not 0.0 <= remote <= 1.0:
+        raise ValueError(f"need 0 <= remote <= 1, got {remote}")
+    if remote:
+        # A generator of its own, so the prompts of a seed do not depend on the choice.
+        chosen = np.random.default_rng([seed, 2]).random(num_requests) < remote
+        chosen[:1] = False  # the engine's first step prefills here, as a decode instance's
+        requests = [dataclasses.replace(r, remote_prefill=True) if pick else r
+                    for r, pick in zip(requests, chosen, strict=True)]
     return constrain(requests, vocab_size=vocab_size, share=constrained, seed=seed)
 
 

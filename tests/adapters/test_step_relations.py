@@ -448,3 +448,30 @@ def test_no_forward_yet_is_known_until_one_is_scheduled_or_the_tracker_resets():
     fresh = StepTracker()
     fresh.reset()
     assert not fresh.before_first_forward
+
+
+def test_a_seq_back_after_sitting_out_is_held_to_its_last_short_proposal():
+    """Seq 6's drafter proposed 1 of 2; seq 6 sits out a step (seq 5 alone) and comes back
+    with 2 real drafts: SG660, against the step that last drafted for it. Back with its
+    one draft, it is clean; a full proposal since clears what was remembered."""
+    def sat_out(final_counts, *, refreshed=False):
+        tracker = _partly_proposed(batch([5, 6], [11, 11], drafts=[[11, 12], [21, 0]],
+                                         counts=[2, 1]))
+        tracker.verified(verify([5, 6], [0, 0]))
+        tracker.drafted(drafter([5, 6], [[11, 12], [21, 22]]) if refreshed else
+                        contracts.DrafterOutput(
+                            mtp_k=K, vocab_size=VOCAB, seq_ids=np.array([5, 6]),
+                            draft_token_ids=np.array([[11, 12], [21, 0]]),
+                            num_proposed=np.array([2, 1])))
+        tracker.schedule(batch([5], [12], drafts=[[11, 12]]))
+        tracker.verified(verify([5], [0]))
+        tracker.drafted(drafter([5], [[11, 12]]))
+        tracker.schedule(batch([5, 6], [13, 12], drafts=[[11, 12], [21, 22]],
+                               counts=final_counts))
+
+    with pytest.raises(contracts.ContractViolation, match=re.escape(
+            "seq 6 at batch position 1: carries 2 real drafts, but the last step that "
+            "drafted for it proposed 1 for this seq (expected <= 1; actual 2)")):
+        sat_out([2, 2])
+    sat_out([2, 1])
+    sat_out([2, 2], refreshed=True)

@@ -10,6 +10,7 @@ divergence or slowdown) fails. Run with ``-s`` for the table of steps until each
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ from specguard.runner.faults import (
     DUPLICATE_SEQ_ID,
     FAULTS,
     MISALIGNED_LOGITS_ROWS,
+    REMOTE_DRAFTS_LOST,
     SENTINEL_TO_EMBEDDING,
     STALE_DRAFTS,
     UNPROPOSED_DRAFTS,
@@ -39,7 +41,8 @@ from specguard.runner.workload import Request, constrain, synthetic_requests
 
 #: The workload pressure that gives each fault a chance to fire (default "none").
 PRESSURE = {SENTINEL_TO_EMBEDDING: "chunked", DUPLICATE_SEQ_ID: "tight",
-            UNPROPOSED_DRAFTS: "short-drafter", MISALIGNED_LOGITS_ROWS: "constrained"}
+            UNPROPOSED_DRAFTS: "short-drafter", MISALIGNED_LOGITS_ROWS: "constrained",
+            REMOTE_DRAFTS_LOST: "remote"}
 #: Faults that can break the engine without a bad value ever reaching a boundary object.
 INVISIBLE = {
     DUPLICATE_SEQ_ID: "a preempted seq left in `running` changes the schedule (a step more "
@@ -186,6 +189,9 @@ def table_workload(fault: str, seed: int) -> Workload:
                                   max_prompt=shortest + 44, max_tokens=12 + 2 * seed)
     if pressure == "constrained":
         requests = constrain(requests, vocab_size=61, share=0.5, seed=seed)
+    if pressure == "remote":
+        requests = [dataclasses.replace(r, remote_prefill=i % 2 == 1)
+                    for i, r in enumerate(requests)]
     alone = blocks_for(shortest + 44 + 12 + 2 * seed + 2 * (mtp_k + 1), block_size) + 1
     model = ModelConfig(vocab_size=61, d_model=32, num_heads=2, num_layers=1, d_ff=64,
                         seed=seed)

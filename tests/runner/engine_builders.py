@@ -83,3 +83,14 @@ def run(cfg: EngineConfig, requests: Sequence[Request],
 def divergence(result: RunResult, requests: Sequence[Request]) -> Divergence | None:
     """Where the run differs from plain greedy decoding, or None."""
     return first_divergence(greedy_reference(MODEL, requests), result.outputs)
+
+
+def remote_prefills() -> tuple[EngineConfig, list[Request]]:
+    """A P/D decode instance: two requests prefilled here (step 1), then 24 prefilled on
+    another instance, each handed over with its prompt's KV, its first token and that
+    instance's drafts, needing two tokens: one decode each, most of the run's drafts."""
+    local = requests_of([20, 24], max_tokens=12)
+    remote = [dataclasses.replace(r, request_id=r.request_id + 2, max_tokens=2,
+                                  remote_prefill=True)
+              for r in requests_of([18] * 24, seed=1)]
+    return config(max_num_seqs=32, max_num_batched_tokens=128), local + remote

@@ -334,6 +334,7 @@ def test_trace_round_trips_through_one_packed_copy(num_decode, pack):
         num_drafts=np.full(num_decode, k), draft_placeholder=None,
         tensors=(starts, carried, verify_ids, accepted, drafter_ids), pack=pack)
     if pack:
+        assert pending.packed is not None
         assert pending.packed.dtype == torch.int64 and pending.packed.dim() == 1
     else:  # on the host already: nothing is packed or copied
         assert pending.packed is None and len(pending.host) == 5

@@ -20,6 +20,7 @@ from engine_builders import (
     divergence,
     memory_pressure,
     padded_decode,
+    remote_prefills,
     short_drafter,
 )
 
@@ -42,6 +43,7 @@ WORKLOADS = {
     faults.STALE_DRAFTS: chunk_boundary,
     faults.STALE_PADDING_SLOTS: padded_decode,
     faults.UNPROPOSED_DRAFTS: short_drafter,
+    faults.REMOTE_DRAFTS_LOST: remote_prefills,
     faults.UNTRIMMED_OUTPUT: chunk_boundary,
     faults.MISALIGNED_LOGITS_ROWS: constrained_prefills,
     faults.STALE_DRAFT_SEQ_LENS: chunk_boundary,
@@ -64,6 +66,7 @@ UNGUARDED = {
     faults.STALE_DRAFTS: SLOWER,
     faults.STALE_PADDING_SLOTS: DIVERGES,
     faults.UNPROPOSED_DRAFTS: SLOWER,
+    faults.REMOTE_DRAFTS_LOST: SLOWER,
     faults.UNTRIMMED_OUTPUT: DIVERGES,
     faults.MISALIGNED_LOGITS_ROWS: DIVERGES,
     faults.STALE_DRAFT_SEQ_LENS: SLOWER,

@@ -209,8 +209,8 @@ def _dimension_mutation(code: str, sites: list[Site]) -> Mutation:
         if value is None:  # an optional array: add one of the right length first
             size = case.values.get(site.dim)
             length = size if isinstance(size, int) else case.values["seq_ids"].shape[0]
-            boolean = next(f for f in fields_of(site.cls) if f.name == site.field).dtypes \
-                == frozenset({"bool"})
+            spec = next(f for f in _arrays(site.cls) if f.name == site.field)
+            boolean = spec.dtypes == frozenset({"bool"})
             value = np.zeros(length, dtype=bool if boolean else np.int64)
         return case.with_values(**{site.field: _resize(np.asarray(value), site.axis)})
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,8 +32,9 @@ class Workload:
 
 #: How a workload leans on the engine: "none", "chunked" (prompts longer than the token
 #: budget, so steps of prefill chunks only), "tight" (few KV blocks: preemption) or
-#: "constrained" (half the requests ban half the vocabulary).
-PRESSURES = ("none", "chunked", "tight", "constrained")
+#: "constrained" (half the requests ban half the vocabulary) or "remote" (a P/D decode
+#: instance: requests after the first are prefilled elsewhere, at random).
+PRESSURES = ("none", "chunked", "tight", "constrained", "remote")
 
 
 @st.composite
@@ -70,4 +72,7 @@ def engine_workloads(draw: Draw, pressure: str = "none") -> Workload:
     if pressure == "constrained":
         requests = tuple(constrain(requests, vocab_size=vocab, share=0.5,
                                    seed=draw(st.integers(0, 3))))
+    if pressure == "remote":
+        requests = tuple(dataclasses.replace(r, remote_prefill=bool(i and rng.random() < 0.6))
+                         for i, r in enumerate(requests))
     return Workload(config, requests)
