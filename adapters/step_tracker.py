@@ -23,8 +23,8 @@ only under ``device_values="sync"``; otherwise the seqs concerned are not checke
 from __future__ import annotations
 
 import dataclasses
-from itertools import repeat
 from collections.abc import Sequence
+from itertools import repeat
 from typing import Any, cast
 
 import numpy as np
