@@ -69,6 +69,8 @@ from specguard.contracts import (
 
 __all__ = ["StepLinks", "StepPlan", "StepState", "StepTracker"]
 
+_count_nonzero = np.count_nonzero
+
 
 @boundary_object(Boundary.ANY, minimums={"mtp_k": 1, "step": 0})
 class StepState(BoundaryObject):
@@ -215,20 +217,27 @@ class StepTracker:
         return self._previous
 
     def _note_short_proposals(self, state: StepState) -> None:
-        drafted = np.asarray(state.drafted)
-        if not drafted.any():
+        """Remember the step's proposals short of ``mtp_k``, forget those made whole:
+        numpy over the step, a Python loop only over the seqs that change an entry."""
+        drafted, counts = np.asarray(state.drafted), state.num_proposed
+        if counts is None or not drafted.any():
             return
-        ids = np.asarray(state.seq_ids)[drafted].tolist()
-        counts = np.asarray(state.num_proposed)[drafted].tolist()
+        counts = np.asarray(counts)
+        ids = np.asarray(state.seq_ids)
+        short_rows = drafted & (counts < state.mtp_k)
         short = self._short_proposals
-        for seq, count in zip(ids, counts, strict=True):
-            if count < state.mtp_k:
+        if short:
+            whole = ids[drafted & ~short_rows]
+            keys = np.fromiter(short, dtype=np.int64, count=len(short))
+            for seq in keys[np.isin(keys, whole)].tolist():
+                del short[seq]
+        if short_rows.any():
+            for seq, count in zip(ids[short_rows].tolist(), counts[short_rows].tolist(),
+                                  strict=True):
                 short.pop(seq, None)  # re-inserted last: the newest entry
                 short[seq] = count
-            elif short:
-                short.pop(seq, None)
-        while len(short) > self._short_limit:
-            del short[next(iter(short))]
+            while len(short) > self._short_limit:
+                del short[next(iter(short))]
 
     def reset(self) -> None:
         """Forget everything: the next batch is checked against nothing.
@@ -351,11 +360,18 @@ class StepTracker:
                 # Decode seqs in the first batch ran before the tracker watched (a tracker
                 # attached to a running engine, or a P/D consumer's first decode).
                 self._sees_every_seq = False
-        ids = plan.seq_ids
+        # Seqs of the previous forward were recorded with it: only the others are
+        # looked up and recorded (none, step after step of a steady decode batch).
+        absent = links.prev_rows < 0 if links.prev_rows.shape == decode.shape \
+            else np.ones(decode.shape[0], dtype=bool)
         first = None
         if checked and self._sees_every_seq:
-            first = self._seen.unseen(ids[decode]) & (links.prev_rows[decode] < 0)
-        self._seen.add(ids)
+            first = np.zeros(int(_count_nonzero(decode)), dtype=bool)
+            rows = np.flatnonzero(absent[decode])
+            if rows.shape[0]:
+                first[rows] = self._seen.unseen(plan.seq_ids[decode][rows])
+        if absent.any():
+            self._seen.add(plan.seq_ids[absent])
         return first
 
     def verified(self, out: VerifyOutput) -> None:
