@@ -16,6 +16,7 @@ from pathlib import Path
 from types import ModuleType, SimpleNamespace
 from typing import Any
 
+import numpy as np
 import pytest
 from vllm_traffic import scheduler_output
 
@@ -501,3 +502,57 @@ def test_wrapped_methods_keep_their_signatures():
         assert {name: inspect.signature(getattr(runner, name)) for name in before} == before
         assert inspect.signature(runner.drafter.propose) == propose
         assert runner._sample.__name__ == "_sample"
+
+
+class _GrammarRunner(_Runner):
+    """A 0.11.1-on runner: execute_model leaves its logits for sample_tokens, which
+    applies the structured-output bitmask."""
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.execute_model_state: Any = None
+        self.applied: list[Any] = []
+
+    def sample_tokens(self, grammar_output):
+        self.applied.append(grammar_output)
+        return None
+
+
+def _grammar_step(rows: int, logits: int):
+    """Request a verifies 2 drafts, b is a prefill; a follows a grammar with ``rows``."""
+    from vllm_engine import scheduler_output as output_of
+
+    runner = _GrammarRunner(mtp_k=2)
+    install_vllm(runner, version="0.11.1")
+    runner.next_order = ["a", "b"]
+    runner._update_states(output_of({"a": [5, 6]}, {"b": 7}))
+    runner.execute_model_state = (None, np.zeros((logits, 8)), None)
+    grammar = SimpleNamespace(structured_output_request_ids=["a"],
+                              grammar_bitmask=np.zeros((rows, 4), dtype=np.int32))
+    runner.sample_tokens(grammar)
+    return runner
+
+
+def test_installed_runner_checks_the_grammar_bitmask_before_sample_tokens_applies_it():
+    """sample_tokens is wrapped where the runner has it: a bitmask with a's 1 + 2 rows
+    passes at the default depth; one short of them is SG312, before the runner applies
+    it. The logits' rows are read off execute_model_state."""
+    with contracts.checking(mode="strict", depth="essential"):
+        assert len(_grammar_step(rows=3, logits=4).applied) == 1
+        with pytest.raises(contracts.ContractViolation, match=re.escape(
+                "request 'a': its rows 0..3 run past the 2 rows of the data")):
+            _grammar_step(rows=2, logits=4)
+        with pytest.raises(contracts.ContractViolation, match="SG311"):
+            _grammar_step(rows=3, logits=5)  # logits of another layout than the runner's
+
+
+def test_a_runner_without_sample_tokens_installs_without_it():
+    """0.11.0 applies the bitmask inside execute_model: nothing more is wrapped."""
+    runner = _Runner(mtp_k=2)
+    install_vllm(runner, version="0.11.0")
+    assert "sample_tokens" not in vars(runner)
+    grammar_runner = _GrammarRunner(mtp_k=2)
+    install_vllm(grammar_runner, version="0.11.1")
+    assert "sample_tokens" in vars(grammar_runner)
+    uninstall_vllm(grammar_runner)
+    assert "sample_tokens" not in vars(grammar_runner)

@@ -11,14 +11,18 @@
     with vllm_installed(runner):  # the same, for a block
         ...
 
-``install`` wraps three methods of that one runner object (its class is left alone):
+``install`` wraps three methods of that one runner object (its class is left alone), and
+a fourth where the runner has it:
 
 * ``_update_states(scheduler_output)``: after it returns, the ``SchedulerOutput`` is
   checked in the runner's batch order (``input_batch.req_ids``, after vLLM's reordering,
   and after 0.11.1 strips the drafts of a step whose drafter did not run);
 * ``_sample(logits, spec_decode_metadata)``: the rejection sampler's rows it returns;
 * ``drafter.propose(...)``: what the MTP/EAGLE head is about to embed, and the drafts it
-  returns (``K_t`` wide under 0.33's dynamic speculative decoding).
+  returns (``K_t`` wide under 0.33's dynamic speculative decoding);
+* ``sample_tokens(grammar_output)`` (from 0.11.1): before it applies the structured-output
+  bitmask, the bitmask's rows against the logits' ``1 + K`` rows per request
+  (:meth:`~specguard.adapters.engines.vllm.view.VllmView.logits_rows`, SG311-SG312).
 
 Every check goes through a :class:`~specguard.adapters.engines.vllm.view.VllmView` built for the
 runner (``mtp_k``, vocabulary, async scheduling and vLLM version read from the runner),
@@ -88,8 +92,9 @@ class Installation:
 
 def install(gpu_model_runner: Any, *, version: str | None = None,
             view: VllmView | Mrv2View | None = None, tracker: bool = True) -> Installation:
-    """Wrap a live ``GPUModelRunner``'s ``_update_states``, ``_sample`` and its drafter's
-    ``propose`` with specguard's vLLM checks; returns the :class:`Installation`.
+    """Wrap a live ``GPUModelRunner``'s ``_update_states``, ``_sample``, its drafter's
+    ``propose`` and, where it has one, ``sample_tokens`` with specguard's vLLM checks;
+    returns the :class:`Installation`.
 
     ``version`` overrides the release read from ``SPECGUARD_VLLM_VERSION`` or
     ``vllm.__version__``; it names the release in messages and decides how the view reads
@@ -122,6 +127,9 @@ def install(gpu_model_runner: Any, *, version: str | None = None,
     patches.stage(runner, "_update_states", _after_update_states(installation, v1_view, runner))
     patches.stage(runner, "_sample", _around_sample(installation, v1_view))
     patches.stage(drafter, "propose", _around_propose(installation, v1_view, shape.sample_index))
+    if _takes_grammar_output(getattr(runner, "sample_tokens", None)):
+        patches.stage(runner, "sample_tokens", _before_sample_tokens(installation, v1_view,
+                                                                     runner))
     return _installed_on(runner, installation)
 
 
@@ -247,6 +255,48 @@ def _around_sample(installation: Installation,
             return result
 
         return _sample
+
+    return make
+
+
+def _takes_grammar_output(method: Any) -> bool:
+    """Whether ``method`` is vLLM's ``sample_tokens(grammar_output)`` (0.11.1 on)."""
+    if not callable(method):
+        return False
+    try:
+        return "grammar_output" in inspect.signature(method).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def _num_logits(runner: Any) -> int | None:
+    """Rows of the logits ``execute_model`` left for ``sample_tokens`` (metadata only: no
+    value is read), or None where the runner's state does not hold them."""
+    state = getattr(runner, "execute_model_state", None)
+    logits = getattr(state, "logits", None)
+    if logits is None and isinstance(state, tuple) and len(state) > 1:
+        logits = state[1]  # 0.11.x: (scheduler_output, logits, spec_decode_metadata, ...)
+    shape = getattr(logits, "shape", None)
+    if shape is None or len(shape) != 2:
+        return None
+    rows = shape[0]
+    return rows if type(rows) is int else None
+
+
+def _before_sample_tokens(installation: Installation, view: VllmView,
+                          runner: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    def make(original: Callable[..., Any]) -> Callable[..., Any]:
+        signature = inspect.signature(original)
+
+        def sample_tokens(*args: Any, **kwargs: Any) -> Any:
+            step = installation.step
+            if step is not None:
+                grammar = signature.bind(*args, **kwargs).arguments.get("grammar_output")
+                if grammar is not None:
+                    view.logits_rows(step, grammar, num_logits=_num_logits(runner))
+            return original(*args, **kwargs)
+
+        return sample_tokens
 
     return make
 
