@@ -1,8 +1,9 @@
-"""The clearances of numpy ``VerifyOutput``, ``DrafterOutput`` and ``RequestOutput``.
+"""The clearances of numpy ``VerifyOutput``, ``DrafterOutput``, ``RequestOutput`` and
+``LogitsRows``.
 
 Each is handed over once per step, and each has a few rules that read the same rows: a
 verify row's layout and its accepted count, a request's emitted tokens, its stop ids and
-its limit. One pass answers for all of them on a clean object, sharing the masks the
+its limit, a request's logits rows and its rows of per-row data. One pass answers for all of them on a clean object, sharing the masks the
 rules would each build (a row's real columns, where a stop id sits). See
 :mod:`._clearance` for the contract a clearance keeps: True only where every covered
 rule passes.
@@ -80,3 +81,28 @@ def _clear_request_output(out: Any) -> bool:
         return False  # SG402: a stop with more tokens after it
     done = ((hits & (columns == last)).any(1) | (total >= out.max_new_tokens)) & (counts > 0)
     return not _count_nonzero(done & ~out.finished)  # SG404
+
+
+@clearance("LogitsRows", covers=("SG010", "SG311", "SG312"))
+def _clear_logits_rows(rows: Any) -> bool:
+    drafts, starts, counts = rows.num_drafts, rows.row_starts, rows.row_counts
+    n = drafts.shape[0]
+    if not _ids_clear(rows.seq_ids):
+        return False  # SG010
+    if n and (bool(drafts.min() < 0) or bool(starts.min() < -1)):
+        return False  # SG311's counts, SG312's starts
+    if drafts.sum() + n != rows.num_logits:
+        return False  # SG311
+    covered = starts >= 0
+    if not covered.any():  # no per-row data for any request (no grammar this step)
+        return not _count_nonzero(counts)  # SG312
+    if _count_nonzero(covered & (counts != drafts + 1)) \
+            or _count_nonzero(~covered & (counts != 0)):
+        return False  # SG312: each covered request's 1 + K rows, none for the others
+    ends = starts + counts
+    if _count_nonzero(covered & (ends > rows.num_rows)):
+        return False  # SG312: inside the data
+    first = starts[covered]
+    order = np.argsort(first, kind="stable")
+    first, last = first[order], ends[covered][order]
+    return not _count_nonzero(first[1:] < last[:-1])  # SG312: no request's rows shared

@@ -62,7 +62,8 @@ def test_the_batch_clearance_covers_the_per_seq_rules_and_leaves_the_tables():
 
 @pytest.mark.parametrize("cls", [contracts.DrafterInput, contracts.ModelInput,
                                  contracts.VerifyOutput, contracts.DrafterOutput,
-                                 contracts.RequestOutput], ids=lambda c: c.__name__)
+                                 contracts.RequestOutput, contracts.LogitsRows],
+                         ids=lambda c: c.__name__)
 def test_a_per_step_objects_clearance_vouches_for_every_rule_of_it(cls):
     """Each object the engine hands over every step has one clearance for all of its
     rules: the spans of a token stream, the rows of an output. A clean one runs no rule
@@ -72,8 +73,8 @@ def test_a_per_step_objects_clearance_vouches_for_every_rule_of_it(cls):
     assert found.covers == {rule.code for rule in contracts.REGISTRY.values()
                             if cls.__name__ in rule.applies_to}
     assert sorted(c.__name__ for c in CLEARED) == [
-        "DrafterInput", "DrafterOutput", "ModelInput", "RequestOutput", "ScheduledBatch",
-        "VerifyOutput"]
+        "DrafterInput", "DrafterOutput", "LogitsRows", "ModelInput", "RequestOutput",
+        "ScheduledBatch", "VerifyOutput"]
 
 
 @pytest.mark.parametrize("cls", CLEARED, ids=lambda c: c.__name__)
