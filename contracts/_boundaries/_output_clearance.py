@@ -3,10 +3,10 @@
 
 Each is handed over once per step, and each has a few rules that read the same rows: a
 verify row's layout and its accepted count, a request's emitted tokens, its stop ids and
-its limit, a request's logits rows and its rows of per-row data. One pass answers for all of them on a clean object, sharing the masks the
-rules would each build (a row's real columns, where a stop id sits). See
-:mod:`._clearance` for the contract a clearance keeps: True only where every covered
-rule passes.
+its limit, a request's logits rows and its rows of per-row data. One pass answers for
+all of them on a clean object, sharing the masks the rules would each build (a row's
+real columns, where a stop id sits). See :mod:`._clearance` for the contract a
+clearance keeps: True only where every covered rule passes.
 """
 
 from __future__ import annotations
