@@ -40,7 +40,8 @@ def _block_tables(context: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 
 def _model_inputs(batch: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """The target's and the drafter's inputs of a decode batch: every seq's span of
-    ``mtp_k + 1`` tokens at its last positions, one slot per token."""
+    ``mtp_k + 1`` tokens at its last positions, one slot per token, and the drafter's
+    first pass with its attention metadata."""
     scheduled, context = batch["num_scheduled_tokens"], batch["context_lens"]
     n, total = scheduled.shape[0], int(batch["num_tokens"])
     starts = np.concatenate([[0], np.cumsum(scheduled)]).astype(np.int32)
@@ -52,7 +53,11 @@ def _model_inputs(batch: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]
               "positions": positions, "query_start_loc": starts}
     target = {**common, "num_slots": 2 * total,
               "slot_mapping": np.arange(total, dtype=np.int32)}
-    drafter = {**common, "sample_indices": (starts[1:] - 1).astype(np.int32)}
+    # The first pass's attention metadata: each seq's context ends at its span's end.
+    seq_lens = context.astype(np.int32)
+    drafter = {**common, "sample_indices": (starts[1:] - 1).astype(np.int32),
+               "seq_lens": seq_lens, "max_seq_len": int(seq_lens.max(initial=0)),
+               "draft_step": 0}
     assert drafter["sample_indices"].shape[0] == n
     return target, drafter
 
