@@ -4,10 +4,11 @@ Each fault switches one code path of the reference engine to the buggy variant t
 shipped in a real engine; nothing builds a bad object directly. With contracts off the
 engine then fails the way the original did (an IndexError deep in the runner, an
 embedding lookup of ``-1``, tokens that differ from plain greedy decoding, or, silently,
-drafts that are almost never accepted); with strict contracts at full depth it stops at
-the boundary the bad data crosses first, with a violation naming the rule, the seq and
-its batch position. Two of them break no rule of any single object: only the relation
-between consecutive steps (SG6xx, checked by the engine's step tracker) shows them.
+drafts that are almost never accepted); with strict contracts, at the default depth as
+at full depth, it stops at the boundary the bad data crosses first, with a violation
+naming the rule, the seq and its batch position. Four of them break no rule of any
+single object: only the relation between consecutive steps (SG6xx, checked by the
+engine's step tracker) shows them.
 Four more only show across data-parallel ranks (``specguard run --dp N``, injected on
 the last rank): each rank is consistent on its own, but the ranks disagree (SG7xx,
 checked on every rank from one gathered row of metadata per step).
