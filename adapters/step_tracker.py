@@ -224,10 +224,12 @@ class StepTracker:
             return
         counts = np.asarray(counts)
         ids = np.asarray(state.seq_ids)
-        short_rows = drafted & (counts < state.mtp_k)
+        # Decode rows only: a prefill row short of mtp_k is a chunk in the middle of its
+        # prompt (no proposal at all), whose next step is another chunk, not a decode.
+        short_rows = drafted & (counts < state.mtp_k) & np.asarray(state.is_decode)
         short = self._short_proposals
         if short:
-            whole = ids[drafted & ~short_rows]
+            whole = ids[drafted & (counts >= state.mtp_k)]
             keys = np.fromiter(short, dtype=np.int64, count=len(short))
             for seq in keys[np.isin(keys, whole)].tolist():
                 del short[seq]

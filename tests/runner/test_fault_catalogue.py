@@ -30,6 +30,7 @@ from specguard.runner import engine as engine_module
 from specguard.runner import faults, model_runner
 from specguard.runner.engine import Engine
 from specguard.runner.faults import FAULTS
+from specguard.runner.workload import Request
 
 #: The hand-made workload that reaches each fault's code path.
 WORKLOADS = {
@@ -430,3 +431,25 @@ def test_warn_mode_logs_the_violation_and_lets_the_fault_through(caplog):
         engine.generate(requests)
     assert any("SG101" in record.getMessage() for record in caplog.records)
     assert np.isfinite(engine.stats.step_seconds)
+
+
+def test_unproposed_drafts_of_a_seq_that_sat_out_a_step_are_stopped():
+    """Once an escape the engine fuzzer found: a drafter context of 26 tokens and a
+    20-token budget, so long prompt chunks make decode seqs sit out steps. A seq back
+    from one carries the drafts of its last, short, proposal; SG660 holds it to that
+    proposal's count, not only to the previous step's."""
+    from specguard.runner.config import EngineConfig, ModelConfig
+
+    model = ModelConfig(vocab_size=2048, d_model=32, num_heads=2, num_layers=1, d_ff=64,
+                        seed=0)
+    cfg = EngineConfig(mtp_k=3, block_size=1, num_blocks=756, max_num_seqs=4,
+                       max_num_batched_tokens=20, model=model, drafter_max_model_len=26)
+    rng = np.random.default_rng(0)
+    for _ in range(5):  # the fifth draw of prompts is the one that escaped
+        requests = [Request(i, rng.integers(0, 2048, n), m) for i, (n, m) in enumerate(
+            zip([65, 66, 66, 40, 28, 52, 49, 47], [8, 6, 1, 4, 8, 2, 3, 1], strict=True))]
+    with contracts.checking(mode="strict"), \
+            pytest.raises(contracts.ContractViolation) as caught:
+        Engine(cfg, fault=faults.UNPROPOSED_DRAFTS).generate(requests)
+    assert caught.value.codes == ("SG660",)
+    assert "but the last step that drafted for it proposed 0" in str(caught.value)
