@@ -445,9 +445,10 @@ def test_unproposed_drafts_of_a_seq_that_sat_out_a_step_are_stopped():
     cfg = EngineConfig(mtp_k=3, block_size=1, num_blocks=756, max_num_seqs=4,
                        max_num_batched_tokens=20, model=model, drafter_max_model_len=26)
     rng = np.random.default_rng(0)
-    for _ in range(5):  # the fifth draw of prompts is the one that escaped
-        requests = [Request(i, rng.integers(0, 2048, n), m) for i, (n, m) in enumerate(
-            zip([65, 66, 66, 40, 28, 52, 49, 47], [8, 6, 1, 4, 8, 2, 3, 1], strict=True))]
+    draws = [[Request(i, rng.integers(0, 2048, n), m) for i, (n, m) in enumerate(
+        zip([65, 66, 66, 40, 28, 52, 49, 47], [8, 6, 1, 4, 8, 2, 3, 1], strict=True))]
+        for _ in range(5)]
+    requests = draws[-1]  # the fifth draw of prompts is the one that escaped
     with contracts.checking(mode="strict"), \
             pytest.raises(contracts.ContractViolation) as caught:
         Engine(cfg, fault=faults.UNPROPOSED_DRAFTS).generate(requests)
