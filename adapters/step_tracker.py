@@ -297,10 +297,9 @@ class StepTracker:
                 ends[remembered] = self._memory.ends(
                     plan.seq_ids[remembered].astype(np.int64))
             fields = _transition(previous, plan, links, rows, self.progress,
-                                 self.whole_proposals, remembered, ends)
-            self._hold_to_short_proposals(plan, links, fields)
-            fields["first_seen"] = first_seen
-            fields["drafts_handed_over"] = plan.drafts_handed_over
+                                 self.whole_proposals, remembered, ends,
+                                 last_short=self._last_short_proposals(plan, links),
+                                 first_seen=first_seen)
             build(StepTransition, fields, state=previous, names=names)
         if runs(*RECOMPUTE):
             recomputed = _recomputed(plan, self._memory)
@@ -324,25 +323,26 @@ class StepTracker:
         self._moved_since.clear()  # this forward is the next batch's previous one
         return links
 
-    def _hold_to_short_proposals(self, plan: StepPlan, links: StepLinks,
-                                 fields: dict[str, Any]) -> None:
-        """A decode seq absent from the previous forward carries the drafts of the last
-        forward it was in: where that proposal was short, SG660 holds it to its count.
-        Only where ids are stable (a renumbered id would be another request's)."""
+    def _last_short_proposals(self, plan: StepPlan, links: StepLinks) -> np.ndarray | None:
+        """Per decode row, the count of its seq's last proposal where that was short of
+        ``mtp_k`` and the seq is absent from the previous forward (it carries the drafts
+        of the last forward it was in), else -1; None when no row has one. Only where
+        ids are stable: a renumbered id would be another request's."""
         short = self._short_proposals
         if not short or not plan.stable_ids:
-            return
-        decode = fields["decode_positions"]
+            return None
+        decode = np.flatnonzero(plan.is_decode)
         absent = np.flatnonzero(links.prev_rows.take(decode) < 0)
         if not absent.shape[0]:
-            return
+            return None
         ids = plan.seq_ids.take(decode.take(absent)).tolist()
         counts = np.fromiter(map(short.get, ids, repeat(UNKNOWN)), dtype=np.int64,
                              count=len(ids))
-        if (counts >= 0).any():
-            proposed = np.array(fields["num_proposed"], dtype=np.int64)
-            proposed[absent] = np.where(counts >= 0, counts, proposed[absent])
-            fields["num_proposed"] = proposed
+        if not (counts >= 0).any():
+            return None
+        last = np.full(decode.shape[0], UNKNOWN, dtype=np.int64)
+        last[absent] = counts
+        return last
 
     def _first_seen(self, plan: StepPlan, links: StepLinks, *, checked: bool
                     ) -> np.ndarray | None:
@@ -527,7 +527,9 @@ def _refilled_rows(refilled: Any, plan: StepPlan) -> np.ndarray:
 
 def _transition(previous: StepState, plan: StepPlan, links: StepLinks,
                 refilled: np.ndarray, progress: bool, whole: bool,
-                remembered: np.ndarray, ends: np.ndarray) -> dict[str, Any]:
+                remembered: np.ndarray, ends: np.ndarray, *,
+                last_short: np.ndarray | None = None,
+                first_seen: np.ndarray | None = None) -> dict[str, Any]:
     """The fields of the StepTransition between ``previous`` and ``plan``: O(batch).
 
     A seq resumes where its last step left it: the previous forward, or, for a seq that
@@ -566,7 +568,9 @@ def _transition(previous: StepState, plan: StepPlan, links: StepLinks,
     else:
         proposed = np.zeros((decode.shape[0], plan.mtp_k), dtype=np.int64)
         proposed_counts = np.full(decode.shape[0], plan.mtp_k)
-    num_proposed = np.where(has_proposal, proposed_counts, UNKNOWN).astype(np.int64)
+    # A seq absent from the previous forward is held to its last short proposal, if any.
+    elsewhere = UNKNOWN if last_short is None else last_short
+    num_proposed = np.where(has_proposal, proposed_counts, elsewhere).astype(np.int64)
     # A refilled row is filled whole from the runner's buffers, whatever the batch says.
     required = has_proposal & ~refilled if whole else np.zeros_like(has_proposal)
     return {
@@ -577,6 +581,7 @@ def _transition(previous: StepState, plan: StepPlan, links: StepLinks,
         "proposed": proposed, "has_proposal": has_proposal, "refilled": refilled,
         "expected_num_drafts": np.where(required, num_proposed, UNKNOWN).astype(np.int64),
         "num_proposed": num_proposed,
+        "first_seen": first_seen, "drafts_handed_over": plan.drafts_handed_over,
     }
 
 

@@ -25,10 +25,6 @@ _count_nonzero = np.count_nonzero
 _NONE = -1  # what pads a row past its real tokens
 
 
-def _ids_clear(ids: np.ndarray) -> bool:
-    return not ids.shape[0] or unique_non_negative(ids)  # SG010
-
-
 def _prefix_layout(tokens: np.ndarray, real: np.ndarray, vocab: int) -> bool:
     """Vocabulary ids exactly where ``real``, ``-1`` everywhere else."""
     if not tokens.size:
@@ -41,7 +37,7 @@ def _prefix_layout(tokens: np.ndarray, real: np.ndarray, vocab: int) -> bool:
 @clearance("VerifyOutput", covers=("SG010", "SG201", "SG202"))
 def _clear_verify_output(out: Any) -> bool:
     accepted, width = out.num_accepted, int(out.mtp_k) + 1
-    if not _ids_clear(out.seq_ids) or not all_within(accepted, width):
+    if not unique_non_negative(out.seq_ids) or not all_within(accepted, width):
         return False  # SG010, SG201
     real = np.arange(width)[None, :] <= accepted[:, None]
     return _prefix_layout(out.token_ids, real, int(out.vocab_size))  # SG202
@@ -50,7 +46,7 @@ def _clear_verify_output(out: Any) -> bool:
 @clearance("DrafterOutput", covers=("SG010", "SG108", "SG116"))
 def _clear_drafter_output(out: Any) -> bool:
     counts = out.num_proposed
-    return (_ids_clear(out.seq_ids)
+    return (unique_non_negative(out.seq_ids)
             and all_within(out.draft_token_ids, int(out.vocab_size))  # SG108
             and (counts is None or all_within(counts, int(out.mtp_k) + 1)))  # SG116
 
@@ -60,7 +56,7 @@ def _clear_request_output(out: Any) -> bool:
     tokens, counts, given = out.token_ids, out.num_emitted, out.num_generated
     stops, vocab = out.stop_token_ids, int(out.vocab_size)
     width = tokens.shape[1]
-    if not _ids_clear(out.seq_ids) or not all_within(counts, width + 1):
+    if not unique_non_negative(out.seq_ids) or not all_within(counts, width + 1):
         return False  # SG010, SG401's counts
     if given.size and bool(given.min() < 0):
         return False  # SG401
@@ -87,7 +83,7 @@ def _clear_request_output(out: Any) -> bool:
 def _clear_logits_rows(rows: Any) -> bool:
     drafts, starts, counts = rows.num_drafts, rows.row_starts, rows.row_counts
     n = drafts.shape[0]
-    if not _ids_clear(rows.seq_ids):
+    if not unique_non_negative(rows.seq_ids):
         return False  # SG010
     if n and (bool(drafts.min() < 0) or bool(starts.min() < -1)):
         return False  # SG311's counts, SG312's starts

@@ -16,6 +16,11 @@ from typing import Any
 import numpy as np
 
 from specguard.contracts._boundaries._seq_ids import unique_non_negative
+from specguard.contracts._boundaries.embedding_inputs import (
+    sound_spans,
+    span_end_positions,
+    steps_within_spans,
+)
 from specguard.contracts._core._clearance import clearance
 from specguard.contracts._core._values import all_within
 
@@ -23,13 +28,6 @@ __all__: list[str] = []
 
 _count_nonzero = np.count_nonzero
 _maximum = np.maximum.reduce
-_subtract = np.subtract
-
-
-def _sound_spans(starts: np.ndarray, end: int) -> bool:
-    """SG304 without padding: offsets from 0 to ``end`` that never go back."""
-    return (starts.shape[0] > 0 and int(starts[0]) == 0 and int(starts[-1]) == end
-            and not _count_nonzero(starts[1:] < starts[:-1]))
 
 
 def _positions_step_by_one(positions: np.ndarray, starts: np.ndarray, count: int) -> bool:
@@ -37,10 +35,7 @@ def _positions_step_by_one(positions: np.ndarray, starts: np.ndarray, count: int
     one plus one (range checked by the caller, so no difference wraps)."""
     if count < 2:
         return True
-    steps = np.empty(count + 1, dtype=positions.dtype)
-    _subtract(positions[1:count], positions[:count - 1], out=steps[1:count])
-    steps[starts] = 1  # every span starts afresh (and both ends)
-    return not _count_nonzero(steps != 1)
+    return not _count_nonzero(steps_within_spans(positions[:count], starts, count) != 1)
 
 
 def _positions_in_range(positions: np.ndarray, limit: int | None) -> bool:
@@ -54,9 +49,9 @@ def _positions_in_range(positions: np.ndarray, limit: int | None) -> bool:
 def _clear_drafter_input(d: Any) -> bool:
     ids, starts, count = d.seq_ids, d.query_start_loc, int(d.num_tokens)
     positions = d.positions
-    if ids.shape[0] and not unique_non_negative(ids):
+    if not unique_non_negative(ids):
         return False  # SG010
-    if not _sound_spans(starts, count):
+    if not sound_spans(starts, count):
         return False  # SG304
     if not all_within(d.input_ids, int(d.vocab_size)):
         return False  # SG301
@@ -70,9 +65,9 @@ def _clear_drafter_input(d: Any) -> bool:
     seq_lens = d.seq_lens
     if seq_lens is None:
         return True
-    if count and starts.shape[0] > 1:  # SG306, on the sound spans above
-        last = positions[np.maximum(starts[1:] - 1, 0)]
-        checked = starts[1:] > starts[:-1]
+    ends = span_end_positions(d)  # SG306, on the sound spans above
+    if ends is not None:
+        last, checked = ends
         if limit is not None:
             checked &= last < limit  # a position past the limit is SG303's (rejected above)
         if _count_nonzero(checked & (seq_lens - 1 != last)):
@@ -85,11 +80,11 @@ def _clear_drafter_input(d: Any) -> bool:
                                  "SG309", "SG310"))
 def _clear_model_input(m: Any) -> bool:
     ids, starts, count = m.seq_ids, m.query_start_loc, int(m.num_tokens)
-    if ids.shape[0] and not unique_non_negative(ids):
+    if not unique_non_negative(ids):
         return False  # SG010
     padding = int(m.num_padding or 0)
     real = count - padding
-    if real < 0 or not _sound_spans(starts, real):
+    if real < 0 or not sound_spans(starts, real):
         return False  # SG304 (padded: spans end where the padding starts, SG309), SG308
     if not all_within(m.input_ids, int(m.vocab_size)):
         return False  # SG301

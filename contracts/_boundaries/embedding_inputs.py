@@ -158,7 +158,7 @@ def _positions(obj: Any, values: ValueChecks) -> Finding | None:
     count = positions.shape[0] - _padding(obj)  # padding rows belong to no span
     if found or count < 2:
         return found
-    steps = _steps_within_spans(positions[:count], obj.query_start_loc, count)
+    steps = steps_within_spans(positions[:count], obj.query_start_loc, count)
     if steps is None:
         return None  # spans SG304 rejects say nothing about where positions restart
     return values.any_true(steps != 1, lambda i: Finding(
@@ -170,7 +170,14 @@ _count_nonzero = np.count_nonzero
 _minimum = np.minimum
 
 
-def _steps_within_spans(positions: Any, starts: Any, count: int) -> Any:
+def sound_spans(starts: np.ndarray, end: int) -> bool:
+    """Whether host span offsets run from 0 to ``end`` without going back (what SG304
+    asks, read without padding): the frame the other stream rules read spans in."""
+    return bool(starts.shape[0] > 0 and starts[0] == 0 and starts[-1] == end
+                and not _count_nonzero(starts[1:] < starts[:-1]))
+
+
+def steps_within_spans(positions: Any, starts: Any, count: int) -> Any:
     """Per token, its position minus the previous token's, and 1 where a span begins.
 
     Positions are in range by then, so no difference can wrap. Spans must be sound
@@ -178,7 +185,7 @@ def _steps_within_spans(positions: Any, starts: Any, count: int) -> Any:
     the verdict would sync, every step is forced to 1 instead.
     """
     if isinstance(positions, np.ndarray):
-        if starts[0] != 0 or starts[-1] != count or _count_nonzero(starts[1:] < starts[:-1]):
+        if not sound_spans(starts, count):
             return None
         host = np.empty(count + 1, dtype=positions.dtype)
         np.subtract(positions[1:], positions[:-1], out=host[1:count])
@@ -251,7 +258,7 @@ def _agree_at_span_ends(obj: Any) -> bool:
     return not _count_nonzero(obj.seq_lens - 1 != obj.positions[ends])
 
 
-def _span_end_positions(obj: Any) -> tuple[Any, Any] | None:
+def span_end_positions(obj: Any) -> tuple[Any, Any] | None:
     """Per seq, the position of the last token of its span, and whether the span has one.
 
     Spans must be sound (SG304's verdict): on the host unsound ones give None; on a
@@ -261,7 +268,7 @@ def _span_end_positions(obj: Any) -> tuple[Any, Any] | None:
     if count == 0 or starts.shape[0] < 2:
         return None
     if isinstance(starts, np.ndarray):
-        if starts[0] != 0 or starts[-1] != count or _count_nonzero(starts[1:] < starts[:-1]):
+        if not sound_spans(starts, count):
             return None
         nonempty = starts[1:] > starts[:-1]
         return positions[np.maximum(starts[1:] - 1, 0)], nonempty
@@ -294,7 +301,7 @@ def _seq_lens(obj: DrafterInput, values: ValueChecks) -> Finding | None:
         return None
     if isinstance(seq_lens, np.ndarray) and _agree_at_span_ends(obj):
         return None  # the usual answer, in four numpy calls; anything else explains
-    ends = _span_end_positions(obj)
+    ends = span_end_positions(obj)
     if ends is None:
         return None  # spans SG304 rejects say nothing about where a seq's context ends
     last, nonempty = ends

@@ -252,28 +252,19 @@ def _handed_over(batch: Any, seq_ids: Any, is_decode: np.ndarray) -> np.ndarray 
     ATOM's scheduler took from the prefill instance (``kv_transfer_params``'
     ``draft_token_ids``): real drafts this runner's MTP head never proposed.
 
-    ATOM marks those seqs twice: ``remote_kv_seq_blocks`` lists the blocks of each seq
-    whose first decode reads remote KV, and ``is_first_decode_without_local_prefill``
-    flags them per seq (the scheduler clears each seq's flag before it builds a decode
-    batch, so the list is all False there; the blocks are what says it). None when the
-    batch says neither.
+    ``remote_kv_seq_blocks`` lists the blocks of each seq whose first decode reads remote
+    KV. (``is_first_decode_without_local_prefill`` would say the same per seq, but the
+    scheduler clears each seq's flag before it builds a decode batch: there it is all
+    False.) None when no seq of the batch is listed.
     """
     remote = getattr(batch, "remote_kv_seq_blocks", None)
-    flags = getattr(batch, "is_first_decode_without_local_prefill", None)
     ids = host_array(seq_ids)
-    if ids is None or ids.ndim != 1 or ids.shape != is_decode.shape:
+    if not isinstance(remote, Mapping) or not remote or ids is None or ids.ndim != 1 \
+            or ids.shape != is_decode.shape:
         return None
-    handed = np.zeros(ids.shape[0], dtype=bool)
-    if isinstance(remote, Mapping) and remote:
-        keys = [key for key in remote if type(key) is int]
-        handed |= np.isin(ids, np.asarray(keys, dtype=np.int64))
-    if isinstance(flags, list | tuple) and len(flags) == ids.shape[0] \
-            and all(isinstance(flag, bool | np.bool_) for flag in flags):
-        handed |= np.asarray(flags, dtype=bool)
-    if not handed.any():
-        return None
-    rows: np.ndarray = handed[is_decode]
-    return rows
+    keys = [key for key in remote if type(key) is int]
+    handed = np.isin(ids[is_decode], np.asarray(keys, dtype=np.int64))
+    return handed if handed.any() else None
 
 
 def _read(batch: Any, name: str) -> Any:
