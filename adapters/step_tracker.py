@@ -212,7 +212,7 @@ class StepTracker:
             self._previous_lookup = self._current.lookup
             self._current = None
             self._note_short_proposals(self._previous)
-            if runs(*PROGRESS, *RECOMPUTE):
+            if self._keeps_ends():
                 _remember(self._memory, self._previous)
         return self._previous
 
@@ -283,8 +283,8 @@ class StepTracker:
             self.reset()
             return StepLinks(np.zeros(0, dtype=np.int64))
         related = runs(*TRANSITION)
-        remembers = runs(*PROGRESS, *RECOMPUTE)
-        if not remembers:
+        keeps_ends = self._keeps_ends()
+        if not keeps_ends and not runs(*RECOMPUTE):
             self._memory.clear()  # progress seen where no rule reads it is not remembered
         links = self.links(plan.seq_ids)
         previous = self._previous
@@ -293,7 +293,7 @@ class StepTracker:
         if previous is not None and related:
             remembered = _remembered(plan.seq_ids, links.prev_rows, self._moved_since)
             ends = np.full(remembered.shape[0], UNKNOWN, dtype=np.int64)
-            if remembered.any():
+            if keeps_ends and remembered.any():
                 ends[remembered] = self._memory.ends(
                     plan.seq_ids[remembered].astype(np.int64))
             fields = _transition(previous, plan, links, rows, self.progress,
@@ -312,7 +312,7 @@ class StepTracker:
             prefill = ~plan.is_decode
             if prefill.any():  # a chunk that ran moved its seq on all the same
                 self._moved_since.append(plan.seq_ids[prefill].astype(np.int64))
-                if remembers:
+                if keeps_ends:
                     self._memory.advance(plan.seq_ids[prefill].astype(np.int64),
                                          plan.starts[prefill].astype(np.int64),
                                          plan.num_scheduled[prefill].astype(np.int64))
@@ -322,6 +322,11 @@ class StepTracker:
         self._fresh = False
         self._moved_since.clear()  # this forward is the next batch's previous one
         return links
+
+    def _keeps_ends(self) -> bool:
+        """Whether the memory keeps where each seq left off: only SG601 reads that, so a
+        tracker without it (``progress=False``) keeps the tokens alone, or nothing."""
+        return self.progress and runs(*PROGRESS)
 
     def _last_short_proposals(self, plan: StepPlan, links: StepLinks) -> np.ndarray | None:
         """Per decode row, the count of its seq's last proposal where that was short of

@@ -44,6 +44,7 @@ and not checked.
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import repeat
 from operator import attrgetter, countOf
@@ -54,6 +55,7 @@ import numpy as np
 from specguard.adapters._build import build
 from specguard.adapters._host import host_array
 from specguard.adapters._tracked_names import TrackedNames
+from specguard.adapters.engines.sglang._rids import Picked, RequestIds
 from specguard.adapters.engines.sglang.layout import (
     DRAFT_INPUT_PARTS,
     SglangDraftExtend,
@@ -89,7 +91,7 @@ _ANY_SLOT = 1 << 62
 class SglangStep:
     """The decode step in flight, between ``drafted`` and ``draft_extend``."""
 
-    req_ids: tuple[str, ...]
+    req_ids: Sequence[str]
     """``rid`` of each request, in ``batch.reqs`` order."""
     tracker_ids: np.ndarray
     """The integer id the view follows each request by."""
@@ -201,8 +203,9 @@ class SglangView:
                 self._remember(step.tracker_ids, np.asarray(host_array(verified))[ends])
             else:
                 self._forget(step.tracker_ids)
-            for position in np.flatnonzero(finished).tolist():
-                self._retire(req_ids[position])
+            if self._follows():
+                for position in np.flatnonzero(finished).tolist():
+                    self._retire(req_ids[int(position)])
         build(SglangVerifyResult, {
             "spec_steps": self.mtp_k, "seq_ids": np.arange(size), "finished": finished,
             "accept_length": accept, "num_verified": _numel(verified),
@@ -259,7 +262,7 @@ class SglangView:
         if step is None or step.accept_length is None or step.unfinished is None:
             return None
         kept = step.unfinished
-        names = tuple(step.req_ids[i] for i in kept.tolist())
+        names = Picked(step.req_ids, kept.tolist())
         spec = getattr(batch, "spec_info", None)
         accept = step.accept_length[kept]
         lens = host_array(getattr(spec, "seq_lens_for_draft_extend_cpu", None))
@@ -290,7 +293,7 @@ class SglangView:
 
     # -- what each hand-over builds --------------------------------------------------
 
-    def _prefill(self, batch: Any, req_ids: tuple[str, ...], ids: np.ndarray) -> ModelInput:
+    def _prefill(self, batch: Any, req_ids: Sequence[str], ids: np.ndarray) -> ModelInput:
         extend = _int_vector(_read(batch, "extend_lens"))
         prefix = _int_vector(_read(batch, "prefix_lens"))
         tokens = _read(batch, "input_ids")
@@ -313,7 +316,7 @@ class SglangView:
             token_ids=host_array(tokens), stable_ids=False), names=TrackedNames(self._names))
         return target
 
-    def _decode_entry(self, batch: Any, req_ids: tuple[str, ...],
+    def _decode_entry(self, batch: Any, req_ids: Sequence[str],
                       ids: np.ndarray) -> SglangDraftInput | None:
         spec = getattr(batch, "spec_info", None)
         if spec is None:
@@ -335,7 +338,7 @@ class SglangView:
             "expected_ids": _like(verified, expected)}, names=req_ids)
 
     def _verify_forward(self, verify_input: Any, worker_batch: Any,
-                        req_ids: tuple[str, ...]) -> None:
+                        req_ids: Sequence[str]) -> None:
         """The target's verify forward: ``draft_token`` at ``positions`` into
         ``out_cache_loc``, ``draft_token_num`` tokens per request."""
         tokens = getattr(verify_input, "draft_token", None)
@@ -372,13 +375,24 @@ class SglangView:
 
     # -- request ids and what the view remembers of them ------------------------------
 
-    def _req_ids(self, batch: Any) -> tuple[str, ...]:
+    def _follows(self) -> bool:
+        """Whether the view follows requests from step to step by id: for its tracker,
+        and for SG647, which holds a request's draft row to the token it was last given.
+        At metadata depth without a tracker nothing reads a request's id but the message
+        of a violation, so the ids are read only for one (:class:`RequestIds`), and the
+        view remembers nothing (what it knew is dropped: a deeper check later starts
+        from what it sees then)."""
+        return self.tracker is not None or current_config().depth is not Depth.METADATA
+
+    def _req_ids(self, batch: Any) -> Sequence[str]:
         """``rid`` of each request of ``batch.reqs``. The same rids again (every decode
         step of a steady batch) are the last batch's tuple: one tuple comparison instead
         of checking each rid's type again."""
         reqs = _read(batch, "reqs")
         if not isinstance(reqs, list | tuple):
             return ()
+        if not self._follows():
+            return RequestIds(list(reqs))
         try:
             rids: tuple[Any, ...] = tuple(map(_RID, reqs))
         except AttributeError:
@@ -395,6 +409,8 @@ class SglangView:
         """The token each request was last given (``-1`` where none is known), by tracker
         id. Kept while neither the batch's ids nor what the view remembers change: a
         steady decode batch scheduled again reads no request one by one."""
+        if not self._follows():
+            return np.full(ids.shape[0], -1, dtype=np.int64)  # nothing is remembered
         cached = self._expected
         if cached is not None and cached[0] is ids and cached[1] == self._last_version:
             return cached[2]
@@ -403,9 +419,12 @@ class SglangView:
         self._expected = (ids, self._last_version, expected)
         return expected
 
-    def _tracker_ids(self, req_ids: tuple[str, ...]) -> np.ndarray:
+    def _tracker_ids(self, req_ids: Sequence[str]) -> np.ndarray:
         """A stable integer per ``rid``, for as long as the request runs. The same batch
         again (every decode step of a steady batch) costs one tuple comparison."""
+        if not isinstance(req_ids, tuple):  # not followed (see _follows): batch positions
+            self._forget_all()
+            return np.arange(len(req_ids), dtype=np.int64)
         if req_ids is self._order or req_ids == self._order:
             return self._numbers
         if len(self._ids) > _MAX_REQUESTS:
@@ -428,7 +447,15 @@ class SglangView:
         self._order, self._numbers = req_ids, numbers
         return numbers
 
+    def _forget_all(self) -> None:
+        self._order = None
+        if self._last:
+            self._last.clear()
+            self._last_version += 1
+
     def _remember(self, ids: np.ndarray, tokens: np.ndarray) -> None:
+        if not self._follows():
+            return
         self._last.update(zip(ids.tolist(), tokens.astype(np.int64).tolist(), strict=True))
         self._last_version += 1
 

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import sys
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
-from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -30,6 +30,7 @@ import numpy as np
 from specguard.adapters._build import build
 from specguard.adapters._host import host_array
 from specguard.adapters._tracked_names import TrackedNames
+from specguard.adapters.engines.sglang._rids import RequestIds, read_rids
 from specguard.adapters.engines.sglang.v2.layout import (
     SglangForwardEntry,
     SglangV2VerifyInput,
@@ -49,7 +50,7 @@ CARRIED = 2
 class SglangV2Step:
     """One checked worker entry, for the later hand-overs of the step."""
 
-    rids: tuple[str, ...]
+    rids: Sequence[str]
     """Request ids in the batch's row order (row ``i`` is ``rids[i]``)."""
     ids: np.ndarray
     """Integer ids the step trackers follow across steps, by request id."""
@@ -99,7 +100,10 @@ class SglangV2View:
         after ``resolve_forward_inputs``: rows, the relay keys, and every id the worker
         embeds first. The draft input's stale rows are never read: only what
         ``resolve_forward_inputs`` gathered by ``future_indices``."""
-        rids = _rids(_list(batch, "reqs"))
+        reqs = _list(batch, "reqs")
+        # Followed from step to step, requests are matched by id; otherwise the ids only
+        # name a violation's request, and are read if one is reported.
+        rids: Sequence[str] = read_rids(reqs) if self._tracking() else RequestIds(reqs)
         extend = _is_extend(getattr(batch, "forward_mode", None))
         spec = getattr(batch, "spec_info", None)
         seq_lens = getattr(batch, "seq_lens", None)
@@ -120,7 +124,7 @@ class SglangV2View:
             fields |= {"future_indices": getattr(spec, "future_indices", None),
                        "bonus_tokens": bonus, "topk_index": topk_index}
         entry = build(SglangForwardEntry, fields, names=rids)
-        ids = self._stable_ids(rids) if self._tracking() else np.arange(len(rids))
+        ids = self._stable_ids(tuple(rids)) if self._tracking() else np.arange(len(rids))
         step = SglangV2Step(rids, ids, extend, seq_lens, bonus, first, entry)
         if self._tracking():
             self._schedule_trackers(batch, step)
@@ -294,18 +298,6 @@ class SglangV2View:
             numbers[i] = number
         self._last = (rids, numbers.copy())
         return numbers
-
-
-_RID = attrgetter("rid")
-
-
-def _rids(reqs: list[Any]) -> tuple[str, ...]:
-    """Each ``Req``'s ``rid`` (SGLang's are strings; its batch position for a request
-    without one), in one C-level pass when every request has one."""
-    try:
-        return tuple(map(_RID, reqs))
-    except AttributeError:
-        return tuple(str(getattr(r, "rid", i)) for i, r in enumerate(reqs))
 
 
 def _is_extend(mode: Any) -> bool:
