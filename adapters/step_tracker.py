@@ -29,6 +29,7 @@ from typing import Any, cast
 
 import numpy as np
 
+from specguard.adapters import _step_clearance  # noqa: F401  (registers its clearance)
 from specguard.adapters._build import build
 from specguard.adapters._host import host_array
 from specguard.adapters._seen_seqs import SeenSeqs

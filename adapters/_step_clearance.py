@@ -1,0 +1,63 @@
+"""The clearance of ``StepTransition``: one pass for the six rules between two steps.
+
+The step tracker builds a transition every step, in every engine, and its six rules
+(SG601, SG602, SG603, SG607, SG660, SG661) each read a few of the same per-row arrays.
+On a clean transition one pass answers for all of them, sharing the masks they would
+each build (which rows carry drafts, which the runner refills); a rule runs, and names
+its offender, only when this says no. See ``specguard.contracts._core._clearance`` for
+the contract it keeps: True only where every covered rule passes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from specguard.adapters._step_rules import TRANSITION
+from specguard.contracts._core._clearance import clearance
+
+__all__: list[str] = []
+
+_count_nonzero = np.count_nonzero
+
+
+@clearance("StepTransition", covers=TRANSITION)
+def _clear_transition(step: Any) -> bool:
+    starts, expected = step.starts, step.expected_starts
+    if _count_nonzero((expected >= 0) & (starts >= 0) & (starts != expected)):
+        return False  # SG601
+    refilled, num_drafts = step.refilled, step.num_drafts
+    read = ~refilled  # rows whose drafts the batch itself carries
+    if step.decode_positions.shape[0] == 0:
+        return True  # every other rule reads decode rows only
+    drafts, placeholder = step.draft_token_ids, step.draft_placeholder
+    carried = step.has_proposal & read
+    if carried.any():  # SG602
+        compared = (np.arange(drafts.shape[1])[None, :] < num_drafts[:, None]) \
+            & carried[:, None] & (drafts != step.proposed)
+        if placeholder is not None:
+            compared &= drafts != placeholder
+        if compared.any():
+            return False
+    needs = refilled if placeholder is None \
+        else refilled | (drafts == placeholder).any(axis=1)
+    if needs.any() and (needs & (step.prev_rows.take(step.decode_positions) < 0)).any():
+        return False  # SG603
+    wanted = step.expected_num_drafts
+    if _count_nonzero((wanted >= 0) & (num_drafts < wanted)):
+        return False  # SG607
+    proposed = step.num_proposed
+    if proposed is not None:  # SG660
+        real = np.where(refilled, int(step.mtp_k), num_drafts)
+        if _count_nonzero((proposed >= 0) & (real > proposed)):
+            return False
+    first = step.first_seen
+    if first is not None:  # SG661
+        unmade = first & (num_drafts > 0) & read
+        handed = step.drafts_handed_over
+        if handed is not None:
+            unmade &= ~handed
+        if unmade.any():
+            return False
+    return True
