@@ -92,3 +92,15 @@ def test_a_forgotten_seq_is_one_never_seen_and_raises_nothing(resume_at):
         tracker = _back_after_others(2 * (SEQ_BYTES + 8 * (K_PLUS_ONE)), resume_at)
     assert tracker.remembered_bytes <= 2 * (SEQ_BYTES + 8 * K_PLUS_ONE)
 
+
+
+@pytest.mark.parametrize("progress", [True, False])
+def test_a_tracker_without_progress_keeps_no_resume_points(progress):
+    """Only SG601 reads where a seq left off: a tracker that does not check progress (the
+    relay tracker of SGLang's overlap worker, vLLM under async scheduling) keeps none."""
+    tracker = StepTracker(progress=progress)
+    with contracts.checking(depth="full"):
+        for step in range(3):
+            tracker.schedule(batch([7, 8], [20 + step, 30 + step]))
+            tracker.close()
+    assert (tracker.remembered_bytes > 0) is progress
