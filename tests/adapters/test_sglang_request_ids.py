@@ -118,3 +118,23 @@ def test_steps_at_metadata_depth_drop_what_the_v1_view_knew():
         view.schedule(ex._sglang_decode())
     with contracts.checking(mode="strict"):
         view.schedule(swapped)
+
+
+class _BrokenReq:
+    @property
+    def rid(self) -> str:
+        raise RuntimeError("rid is gone")
+
+
+def test_a_request_whose_rid_cannot_be_read_is_named_by_its_position():
+    """The ids may be read while a violation is reported: a Req that raises reading its
+    rid is named by its batch position, and the violation is still the one delivered."""
+    reqs = [_BrokenReq(), _BrokenReq()]
+    assert RequestIds(reqs).ids() == ("0", "1")
+    batch = ex._sglang_v2_entry(
+        reqs=reqs, forward_mode=SimpleNamespace(name="EXTEND", is_extend=lambda: True),
+        spec_info=None, input_ids=np.array([5, 6, 7, 8, 1003, 9]), extend_lens=[3, 3],
+        prefix_lens=[0, 0], seq_lens=np.array([3, 3]), seq_lens_cpu=np.array([3, 3]))
+    with contracts.checking(mode="strict"), pytest.raises(contracts.ContractViolation) as raised:
+        SglangV2View(spec_steps=3, vocab_size=1000).schedule(batch)
+    assert raised.value.violations[0].reason == "request '1': input id is 1003"

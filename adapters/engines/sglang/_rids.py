@@ -26,8 +26,17 @@ def read_rids(reqs: Sequence[Any]) -> tuple[str, ...]:
     a request without one), in one C-level pass when every request has one."""
     try:
         return tuple(map(_RID, reqs))
-    except AttributeError:
-        return tuple(str(getattr(r, "rid", i)) for i, r in enumerate(reqs))
+    except Exception:  # a hostile Req must not replace the violation being reported
+        return tuple(_one_rid(r, i) for i, r in enumerate(reqs))
+
+
+def _one_rid(req: Any, position: int) -> str:
+    """One request's ``rid``, or its batch position when reading it fails: the ids may be
+    read while a violation is being reported, which a broken ``Req`` must not replace."""
+    try:
+        return str(req.rid)
+    except Exception:
+        return str(position)
 
 
 class RequestIds(Sequence[str]):
