@@ -4,6 +4,7 @@ follows requests, or the message of a violation."""
 from __future__ import annotations
 
 from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -60,12 +61,17 @@ def test_the_overlap_worker_view_reads_no_rid_of_a_clean_batch_without_a_tracker
     assert _CountedReq.reads == 0
 
 
-def test_a_violation_still_names_its_request(reqs):
-    """The ids are read for the message: SG651 names the second request, as always."""
-    batch = ex._sglang_v2_entry(
+def _extend_with_a_pad_id(reqs: list[Any]) -> SimpleNamespace:
+    """An extend batch of two requests whose second prompt holds 1003 (SG651)."""
+    return ex._sglang_v2_entry(
         reqs=reqs, forward_mode=SimpleNamespace(name="EXTEND", is_extend=lambda: True),
         spec_info=None, input_ids=np.array([5, 6, 7, 8, 1003, 9]), extend_lens=[3, 3],
         prefix_lens=[0, 0], seq_lens=np.array([3, 3]), seq_lens_cpu=np.array([3, 3]))
+
+
+def test_a_violation_still_names_its_request(reqs):
+    """The ids are read for the message: SG651 names the second request, as always."""
+    batch = _extend_with_a_pad_id(reqs)
     with contracts.checking(mode="strict"), pytest.raises(contracts.ContractViolation) as raised:
         SglangV2View(spec_steps=3, vocab_size=1000).schedule(batch)
     assert raised.value.violations[0].reason == "request 'req-b': input id is 1003"
@@ -131,10 +137,7 @@ def test_a_request_whose_rid_cannot_be_read_is_named_by_its_position():
     rid is named by its batch position, and the violation is still the one delivered."""
     reqs = [_BrokenReq(), _BrokenReq()]
     assert RequestIds(reqs).ids() == ("0", "1")
-    batch = ex._sglang_v2_entry(
-        reqs=reqs, forward_mode=SimpleNamespace(name="EXTEND", is_extend=lambda: True),
-        spec_info=None, input_ids=np.array([5, 6, 7, 8, 1003, 9]), extend_lens=[3, 3],
-        prefix_lens=[0, 0], seq_lens=np.array([3, 3]), seq_lens_cpu=np.array([3, 3]))
+    batch = _extend_with_a_pad_id(reqs)
     with contracts.checking(mode="strict"), pytest.raises(contracts.ContractViolation) as raised:
         SglangV2View(spec_steps=3, vocab_size=1000).schedule(batch)
     assert raised.value.violations[0].reason == "request '1': input id is 1003"

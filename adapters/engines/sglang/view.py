@@ -47,7 +47,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import repeat
-from operator import attrgetter, countOf
+from operator import countOf
 from typing import Any
 
 import numpy as np
@@ -55,7 +55,7 @@ import numpy as np
 from specguard.adapters._build import build
 from specguard.adapters._host import host_array
 from specguard.adapters._tracked_names import TrackedNames
-from specguard.adapters.engines.sglang._rids import Picked, RequestIds
+from specguard.adapters.engines.sglang._rids import Picked, RequestIds, read_rids
 from specguard.adapters.engines.sglang.layout import (
     DRAFT_INPUT_PARTS,
     SglangDraftExtend,
@@ -393,11 +393,7 @@ class SglangView:
             return ()
         if not self._follows():
             return RequestIds(list(reqs))
-        try:
-            rids: tuple[Any, ...] = tuple(map(_RID, reqs))
-        except AttributeError:
-            return _as_names(tuple(getattr(req, "rid", position)
-                                   for position, req in enumerate(reqs)))
+        rids: tuple[Any, ...] = read_rids(reqs)
         raw = self._raw
         if raw is not None and rids == raw:
             return raw
@@ -483,8 +479,6 @@ def _read(obj: Any, name: str) -> Any:
             expected=f"SGLang's {name}"))], boundary=Boundary.SCHEDULE.value)
         return None
 
-
-_RID = attrgetter("rid")
 
 
 def _as_names(rids: tuple[Any, ...]) -> tuple[str, ...]:

@@ -101,9 +101,10 @@ class SglangV2View:
         embeds first. The draft input's stale rows are never read: only what
         ``resolve_forward_inputs`` gathered by ``future_indices``."""
         reqs = _list(batch, "reqs")
+        tracking = self._tracking()
         # Followed from step to step, requests are matched by id; otherwise the ids only
         # name a violation's request, and are read if one is reported.
-        rids: Sequence[str] = read_rids(reqs) if self._tracking() else RequestIds(reqs)
+        rids: Sequence[str] = read_rids(reqs) if tracking else RequestIds(reqs)
         extend = _is_extend(getattr(batch, "forward_mode", None))
         spec = getattr(batch, "spec_info", None)
         seq_lens = getattr(batch, "seq_lens", None)
@@ -124,9 +125,9 @@ class SglangV2View:
             fields |= {"future_indices": getattr(spec, "future_indices", None),
                        "bonus_tokens": bonus, "topk_index": topk_index}
         entry = build(SglangForwardEntry, fields, names=rids)
-        ids = self._stable_ids(tuple(rids)) if self._tracking() else np.arange(len(rids))
+        ids = self._stable_ids(tuple(rids)) if tracking else np.arange(len(rids))
         step = SglangV2Step(rids, ids, extend, seq_lens, bonus, first, entry)
-        if self._tracking():
+        if tracking:
             self._schedule_trackers(batch, step)
         return step
 
