@@ -26,11 +26,14 @@ import numpy as np
 
 from specguard.adapters._step_plan import UNKNOWN, rows_in
 
-__all__ = ["DEFAULT_MAX_BYTES", "SEQ_BYTES", "SeqMemory"]
+__all__ = ["DEFAULT_MAX_BYTES", "DIRECT_UP_TO", "SEQ_BYTES", "SeqMemory"]
 
 #: What a remembered seq costs beyond its tokens, in bytes: its entries in the two dicts
 #: (keys, values, the ``(base, tokens)`` tuple) and the token array's header, rounded up.
 SEQ_BYTES = 400
+#: Advances of at most this many seqs are applied at once rather than logged (see
+#: :meth:`SeqMemory._record`): below it, a Python loop beats the log's numpy passes.
+DIRECT_UP_TO = 64
 #: The memory's default bound in bytes: 64 MiB, about 27,000 seqs of 256 sampled tokens.
 DEFAULT_MAX_BYTES = 64 << 20
 
@@ -53,13 +56,17 @@ class SeqMemory:
     least-recently-seen memory forgets. A record that takes the memory past
     ``max_bytes`` (the log's arrays counted) is folded at once too, and the least recently
     seen seqs are then forgotten until the memory fits: :attr:`nbytes` is at most
-    ``max_bytes`` whenever a call returns.
+    ``max_bytes`` whenever a call returns. An advance of at most ``direct_up_to`` seqs
+    that finds the log empty is applied one seq at a time instead: for a small batch the
+    log's numpy passes, paid again by every lookup until the fold, cost more than the
+    dict writes they save.
     """
 
     def __init__(self, limit: int = 1 << 16, fold_every: int = 16,
-                 max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+                 max_bytes: int = DEFAULT_MAX_BYTES, direct_up_to: int = DIRECT_UP_TO) -> None:
         self.limit = limit
         self.fold_every = fold_every
+        self.direct_up_to = direct_up_to
         self.max_bytes = max_bytes
         self._ends: dict[int, int] = {}
         self._emitted: dict[int, tuple[int, np.ndarray]] = {}
@@ -144,6 +151,13 @@ class SeqMemory:
         return lo + i, int(fed[i]), int(known[i])
 
     def _record(self, record: _Record) -> None:
+        if not self._log and isinstance(record, _Advance) \
+                and record.ids.shape[0] <= self.direct_up_to:
+            # A small batch is cheaper applied than logged: a dict write per seq costs
+            # less than the numpy passes a logged record costs every later lookup.
+            record.apply_one_by_one(self)
+            self._within_bytes()
+            return
         if len(self._ends) + self._logged + record.ids.shape[0] > self.limit:
             self._fold()  # the log's repeated ids count once from here on
             if len(self._ends) + record.ids.shape[0] > self.limit:

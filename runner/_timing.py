@@ -32,6 +32,7 @@ class ContractClock:
     def __init__(self) -> None:
         self.seconds = 0.0
         self._excluded = 0.0
+        self._timing = False  # inside a timed call: a nested one is already counted
 
     def reset(self) -> None:
         """Start counting from zero."""
@@ -47,13 +48,15 @@ class ContractClock:
 
     def checking(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
         """Call ``fn``, work done only for the checks, counting its time (unless off)."""
-        if contracts.current_config().mode is contracts.Mode.OFF:
+        if self._timing or contracts.current_config().mode is contracts.Mode.OFF:
             return fn(*args, **kwargs)
+        self._timing = True
         start = time.perf_counter()
         try:
             return fn(*args, **kwargs)
         finally:
             self.seconds += time.perf_counter() - start
+            self._timing = False
 
     def around_checks(self, fn: F) -> F:
         """Count a call's time, minus what :meth:`body` excludes, as checking."""

@@ -9,6 +9,7 @@ head embeds is a real one.
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple, cast
 
 import torch
@@ -92,14 +93,22 @@ def draft_step_input(first: contracts.DrafterInput, step: int, token_ids: torch.
     step's positions and attention metadata (:func:`draft_step_metadata`'s, unless given)."""
     if metadata is None:
         metadata = draft_step_metadata(first, step)
-    count = metadata.positions.shape[0]
-    rows = torch.arange(count + 1, dtype=metadata.positions.dtype,
-                        device=metadata.positions.device)
+    rows = _row_offsets(metadata.positions.shape[0], metadata.positions.dtype,
+                        metadata.positions.device)
+    count = rows.shape[0] - 1
     return CLOCK.build(
         contracts.DrafterInput, vocab_size=first.vocab_size, num_tokens=count,
         seq_ids=first.seq_ids, input_ids=token_ids, positions=metadata.positions,
         query_start_loc=rows, sample_indices=rows[:-1], seq_lens=metadata.seq_lens,
         max_seq_len=metadata.max_seq_len, draft_step=step)
+
+
+@functools.lru_cache(maxsize=64)
+def _row_offsets(count: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """``0 .. count``: a draft step's span offsets (one token per seq) and, without its
+    last entry, its sample indices. The same few batch sizes recur step after step, and
+    nothing writes to these, so each is made once."""
+    return torch.arange(count + 1, dtype=dtype, device=device)
 
 
 def context_offsets(metadata: DraftStep) -> torch.Tensor:

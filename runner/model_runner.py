@@ -16,7 +16,7 @@ Seqs are matched to the previous forward by id, never by position.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import cast
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -39,6 +39,9 @@ __all__ = ["ModelRunner"]
 
 _I64 = torch.int64
 _count_nonzero = np.count_nonzero
+
+
+_NO_ROWS = np.zeros(0, dtype=np.int64)
 
 
 def _tensor(value: object) -> torch.Tensor:
@@ -111,6 +114,9 @@ class ModelRunner:
         self.model = model
         self.mtp_k = config.mtp_k
         self.device = model.device
+        # Whether the tracker's trace is read through numpy views (the host) rather than
+        # packed for one copy (a device).
+        self.host_trace = self.device.type == "cpu"
         self.fault = faults.check_name(fault)
         self.cache = model.new_cache(config.num_blocks * config.block_size)
         self.drafter = Drafter(model, config.mtp_k, self.fault)
@@ -439,22 +445,36 @@ class ModelRunner:
                model_input: contracts.ModelInput, sampled: _Sampled,
                drafts: contracts.DrafterOutput, num_proposed: np.ndarray) -> PendingTrace:
         """What the step tracker needs of this forward, read from what it really used."""
-        starts = _tensor(model_input.query_start_loc)[:-1]
-        carried = _tensor(model_input.input_ids)[decode.token_index[:, 1:]]
         verified = sampled.verified
+        fields: dict[str, Any] = {
+            "step": self.num_forwards, "mtp_k": self.mtp_k, "seq_ids": batch.seq_ids.copy(),
+            "is_decode": batch.is_decode.copy(),
+            "num_scheduled": batch.num_scheduled_tokens.copy(),
+            "num_drafts": sampled.num_drafts[decode.positions],
+            "draft_placeholder": batch.draft_placeholder, "num_proposed": num_proposed,
+            "drafts_handed_over": batch.drafts_handed_over,
+        }
+        if self.host_trace:
+            # On the host the same gathers through numpy views of the step's tensors: a
+            # handful of small torch operations cost more than every check of the step.
+            starts = _tensor(model_input.query_start_loc).numpy()[:-1]
+            token_index = decode.token_index.numpy()[:, 1:]
+            host = (_tensor(model_input.positions).numpy()[starts],
+                    _tensor(model_input.input_ids).numpy()[token_index],
+                    *((_tensor(verified.seq_ids).numpy(), _tensor(verified.num_accepted).numpy())
+                      if verified is not None else (_NO_ROWS, _NO_ROWS)),
+                    _tensor(drafts.seq_ids).numpy())
+            return PendingTrace.on_host(**fields, arrays=host)
+        first = _tensor(model_input.query_start_loc)[:-1]
+        carried = _tensor(model_input.input_ids)[decode.token_index[:, 1:]]
         if verified is None:
             no_rows = torch.zeros(0, dtype=_I64, device=self.device)
             verify_ids, accepted = no_rows, no_rows
         else:
             verify_ids, accepted = _tensor(verified.seq_ids), _tensor(verified.num_accepted)
         return PendingTrace.record(
-            step=self.num_forwards, mtp_k=self.mtp_k, seq_ids=batch.seq_ids.copy(),
-            is_decode=batch.is_decode.copy(), num_scheduled=batch.num_scheduled_tokens.copy(),
-            num_drafts=sampled.num_drafts[decode.positions],
-            draft_placeholder=batch.draft_placeholder, num_proposed=num_proposed,
-            drafts_handed_over=batch.drafts_handed_over,
-            tensors=(_tensor(model_input.positions)[starts], carried, verify_ids, accepted,
-                     _tensor(drafts.seq_ids)))
+            **fields, tensors=(_tensor(model_input.positions)[first], carried, verify_ids,
+                               accepted, _tensor(drafts.seq_ids)))
 
     def _device_num_drafts(self, decode: _DecodeLayout) -> np.ndarray:
         """Real drafts in each deferred row's previous-step buffer: what the drafter

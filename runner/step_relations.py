@@ -113,6 +113,19 @@ class PendingTrace:
                    draft_placeholder, num_proposed, drafts_handed_over, packed,
                    tuple(tuple(t.shape) for t in tensors))
 
+    @classmethod
+    def on_host(cls, *, step: int, mtp_k: int, seq_ids: np.ndarray, is_decode: np.ndarray,
+                num_scheduled: np.ndarray, num_drafts: np.ndarray,
+                draft_placeholder: int | None, arrays: Sequence[np.ndarray],
+                num_proposed: np.ndarray | None = None,
+                drafts_handed_over: np.ndarray | None = None) -> PendingTrace:
+        """A trace whose :data:`_PACKED` arrays were read on the host already (int64)."""
+        if len(arrays) != len(_PACKED):
+            raise ValueError(f"expected {len(_PACKED)} arrays: {', '.join(_PACKED)}")
+        host = tuple(np.asarray(a).astype(np.int64, copy=False) for a in arrays)
+        return cls(step, mtp_k, seq_ids, is_decode, num_scheduled, num_drafts,
+                   draft_placeholder, num_proposed, drafts_handed_over, None, (), host)
+
     def to_host(self, proposals: np.ndarray) -> StepTrace:
         """The trace on the host; ``proposals`` is the drafter's output, already copied."""
         if self.packed is None:

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from specguard import contracts
 from specguard.adapters import StepPlan, StepTracker
-from specguard.adapters._seq_memory import SeqMemory
+from specguard.adapters._seq_memory import DIRECT_UP_TO, SeqMemory
 from specguard.adapters._step_plan import rows_in
 
 IDS = st.integers(0, 7)
@@ -87,27 +87,30 @@ def _emit_rows(memory: SeqMemory, reference: _OneAtATime, rows: list) -> None:
             reference.emitted(seq_id, position, row[:count])
 
 
-@given(limit=st.integers(0, 6), fold_every=st.integers(1, 5), ops=_OPS)
-@example(limit=3, fold_every=16, ops=[("advance", [(1, 5), (2, 6), (1, 7)]),
+@given(limit=st.integers(0, 6), fold_every=st.integers(1, 5), ops=_OPS,
+       direct_up_to=st.sampled_from([0, 3, DIRECT_UP_TO]))
+@example(direct_up_to=0, limit=3, fold_every=16, ops=[("advance", [(1, 5), (2, 6), (1, 7)]),
                                       ("advance", [(3, 8)]), ("advance", [(4, 9)])])
-@example(limit=3, fold_every=16, ops=[("advance", [(1, 5), (2, 6)]),
+@example(direct_up_to=0, limit=3, fold_every=16, ops=[("advance", [(1, 5), (2, 6)]),
                                       ("advance", [(1, 7), (2, 1), (1, 9)]),
                                       ("advance", [(3, 8)]), ("advance", [(4, 2)])])
-@example(limit=2, fold_every=16, ops=[("emitted", (1, 0, [4])), ("advance", [(2, 3), (1, 4)]),
+@example(direct_up_to=0, limit=2, fold_every=16, ops=[("emitted", (1, 0, [4])), ("advance", [(2, 3), (1, 4)]),
                                       ("advance", [(3, 5), (1, 6)])])
-@example(limit=6, fold_every=4, ops=[
+@example(direct_up_to=0, limit=6, fold_every=4, ops=[
     ("emitted_rows", [(1, 3, [1, 2, 3], 2), (1, 4, [7, 8, 9], 3), (2, 0, [5, 5, 5], 1)]),
     ("advance", [(1, 9)]), ("check", None),
     ("emitted_rows", [(1, 0, [4, 4, 4], 1), (1, 9, [6, 6, 6], 2)]), ("check", None)])
-@example(limit=6, fold_every=16, ops=[
+@example(direct_up_to=0, limit=6, fold_every=16, ops=[
     ("advance", [(1, 5), (2, 6)]), ("emitted_rows", [(3, 0, [1, 1, 1], 1)]),
     ("advance", [(1, 7), (2, 8)]), ("advance", [(1, 9), (2, 10)]), ("check", None),
     ("advance", [(4, 1)]), ("advance", [(5, 1), (6, 1), (1, 2)]), ("check", None)])
-def test_batch_records_match_one_seq_at_a_time(limit, fold_every, ops):
+def test_batch_records_match_one_seq_at_a_time(limit, fold_every, ops, direct_up_to):
     """Ends, recency (what is forgotten) and emitted tokens match the one-at-a-time meaning,
-    whether records wait in the log or are folded, with repeated ids in a batch, rows
-    that overwrite or leave gaps, and batches that overflow the limit included."""
-    memory, reference = SeqMemory(limit, fold_every=fold_every), _OneAtATime(limit)
+    whether records wait in the log, are folded, or (small advances) are applied at once,
+    with repeated ids in a batch, rows that overwrite or leave gaps, and batches that
+    overflow the limit included."""
+    memory = SeqMemory(limit, fold_every=fold_every, direct_up_to=direct_up_to)
+    reference = _OneAtATime(limit)
     for kind, args in ops:
         if kind == "advance":
             ids = [seq_id for seq_id, _ in args]

@@ -56,6 +56,16 @@ def test_work_done_for_the_checks_counts_only_while_checking(fake_time):
     assert clock.seconds == 1.0
 
 
+def test_a_check_inside_a_check_is_counted_once(fake_time):
+    """Work for the checks that builds an object itself counts its time once: the outer
+    call's reading covers the inner one."""
+    clock = ContractClock()
+    assert clock.checking(lambda: clock.checking(dict, a=1) | {"b": 2}) == {"a": 1, "b": 2}
+    assert clock.seconds == 1.0  # one reading each side, none inside (counted twice: 4)
+    clock.checking(dict)  # and the clock counts again after it
+    assert clock.seconds == 2.0
+
+
 def test_guarded_call_counts_checks_but_not_the_body(fake_time, monkeypatch):
     """Around-check time minus the body's own time is what the clock keeps."""
     clock = ContractClock()

@@ -256,6 +256,7 @@ def _forbid_tracking(monkeypatch) -> None:
         raise AssertionError("step relations recorded or a tracker built")
 
     monkeypatch.setattr(PendingTrace, "record", refuse)
+    monkeypatch.setattr(PendingTrace, "on_host", refuse)
     monkeypatch.setattr(engine_module, "StepTracker", refuse)
 
 
@@ -348,6 +349,39 @@ def test_trace_round_trips_through_one_packed_copy(num_decode, pack):
     assert trace.num_accepted.tolist() == accepted.tolist()
     assert trace.drafter_ids.tolist() == [7, 8, 1, 2]
     assert trace.plan.num_scheduled.dtype == np.int64 and trace.plan.is_sound()
+
+
+def _traces(workload, monkeypatch, *, host: bool) -> list[StepTrace]:
+    seen: list[StepTrace] = []
+
+    def recording_check(tracker, trace):
+        seen.append(trace)
+        check_step(tracker, trace)
+
+    monkeypatch.setattr(engine_module, "check_step", recording_check)
+    cfg, requests = workload()
+    engine = Engine(cfg, model=MODEL)
+    engine.runner.host_trace = host
+    with contracts.checking(mode="strict", depth="full", collect="all"):
+        assert engine.generate(requests).stats.violations == 0
+    return seen
+
+
+@pytest.mark.parametrize("workload", [chunk_boundary, memory_pressure])
+def test_the_host_trace_reads_what_the_packed_trace_copies(workload, monkeypatch):
+    """On the host the runner gathers its trace through numpy views; the same run traced
+    through torch gathers and one packed copy (a device's path) gives the same traces."""
+    host = _traces(workload, monkeypatch, host=True)
+    packed = _traces(workload, monkeypatch, host=False)
+    assert len(host) == len(packed) > 3
+    for a, b in zip(host, packed, strict=True):
+        assert a.step == b.step
+        for name in ("seq_ids", "is_decode", "starts", "num_scheduled", "draft_token_ids",
+                     "num_drafts"):
+            left, right = getattr(a.plan, name), getattr(b.plan, name)
+            assert left.dtype == right.dtype and left.tolist() == right.tolist(), name
+        for name in ("verify_ids", "num_accepted", "drafter_ids", "proposals"):
+            assert getattr(a, name).tolist() == getattr(b, name).tolist(), name
 
 
 def test_trace_refuses_the_wrong_number_of_tensors():
