@@ -94,8 +94,8 @@ def _emit_rows(memory: SeqMemory, reference: _OneAtATime, rows: list) -> None:
 @example(direct_up_to=0, limit=3, fold_every=16, ops=[("advance", [(1, 5), (2, 6)]),
                                       ("advance", [(1, 7), (2, 1), (1, 9)]),
                                       ("advance", [(3, 8)]), ("advance", [(4, 2)])])
-@example(direct_up_to=0, limit=2, fold_every=16, ops=[("emitted", (1, 0, [4])), ("advance", [(2, 3), (1, 4)]),
-                                      ("advance", [(3, 5), (1, 6)])])
+@example(direct_up_to=0, limit=2, fold_every=16, ops=[
+    ("emitted", (1, 0, [4])), ("advance", [(2, 3), (1, 4)]), ("advance", [(3, 5), (1, 6)])])
 @example(direct_up_to=0, limit=6, fold_every=4, ops=[
     ("emitted_rows", [(1, 3, [1, 2, 3], 2), (1, 4, [7, 8, 9], 3), (2, 0, [5, 5, 5], 1)]),
     ("advance", [(1, 9)]), ("check", None),

@@ -285,3 +285,18 @@ def test_vllm_computed_tokens_of_the_batch_in_order_agree_with_one_by_one(values
             return "OverflowError"
 
     assert read(unique=True) == read()
+
+
+@pytest.mark.parametrize("ones", [3, 200], ids=["few", "many"])
+def test_vllm_ints_of_refuses_a_bool_among_many_zeros_and_ones(ones):
+    """A bool reads as 0 or 1 to ``array("q")``: among a few such entries each is looked
+    at, among many they are counted at once; either way a bool sends the list to the
+    per-request reading, and plain integers (numpy's too) are read as they are."""
+    plain = [1] * ones + [7, np.int64(9)]
+    assert vllm_readers.ints_of(plain).tolist() == [1] * ones + [7, 9]
+    for at in (0, ones - 1):
+        with_bool = list(plain)
+        with_bool[at] = True
+        assert vllm_readers.ints_of(with_bool) is None
+    assert vllm_readers.ints_of([*plain, 1.0]) is None
+    assert vllm_readers.ints_of([*plain, 2**63]) is None

@@ -107,15 +107,29 @@ def in_order(counts: Mapping[Any, Any], order: tuple[str, ...]) -> list[Any]:
 
 
 def ints_of(values: list[Any] | tuple[Any, ...]) -> np.ndarray | None:
-    """``values`` as an int64 vector when every one is a plain ``int`` within int64, else
-    None: two C-level passes (the exact types counted, then the machine integers packed),
-    about half of what ``np.array`` takes to find the dtype of a list."""
-    if countOf(map(type, values), int) != len(values):
-        return None
+    """``values`` as an int64 vector when every one is an integer within int64 (a plain
+    ``int``, or one that ``operator.index`` reads, such as a numpy integer), else None.
+
+    ``array("q")`` packs the machine integers in one C-level pass and refuses a float, a
+    string or None, where a cast to int64 would truncate or parse them. It also takes a
+    bool, which is no count: only entries equal to 0 or 1 can be one, so only those have
+    their types looked at (all of them at once when there are many).
+    """
     try:
-        return np.frombuffer(array("q", values), dtype=np.int64)
-    except OverflowError:  # a value past int64
+        packed = np.frombuffer(array("q", values), dtype=np.int64)
+    except (TypeError, OverflowError):  # not an integer, or one past int64
         return None
+    small = np.flatnonzero((packed == 0) | (packed == 1))
+    if small.shape[0] > _LOOKED_AT_ONE_BY_ONE:
+        return packed if not countOf(map(type, values), bool) else None
+    if small.shape[0] and any(type(values[i]) is bool for i in small.tolist()):
+        return None
+    return packed
+
+
+#: Past this many entries equal to 0 or 1, one C-level count of the bools beats looking
+#: at each of those entries.
+_LOOKED_AT_ONE_BY_ONE = 64
 
 
 def counts_of(values: list[Any], order: tuple[str, ...]) -> np.ndarray:
