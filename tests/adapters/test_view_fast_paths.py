@@ -293,7 +293,8 @@ def test_vllm_ints_of_refuses_a_bool_among_many_zeros_and_ones(ones):
     at, among many they are counted at once; either way a bool sends the list to the
     per-request reading, and plain integers (numpy's too) are read as they are."""
     plain = [1] * ones + [7, np.int64(9)]
-    assert vllm_readers.ints_of(plain).tolist() == [1] * ones + [7, 9]
+    packed = vllm_readers.ints_of(plain)
+    assert packed is not None and packed.tolist() == [1] * ones + [7, 9]
     for at in (0, ones - 1):
         with_bool = list(plain)
         with_bool[at] = True
