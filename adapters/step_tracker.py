@@ -99,6 +99,10 @@ class StepState(BoundaryObject):
     not say); the rest of the row is placeholder."""
 
 
+#: Every rule a tracker checks: it watches where one of them runs.
+_EVERY_RULE = (*TRANSITION, *VERIFY, *DRAFTER, *RECOMPUTE)
+
+
 class _Step:
     """The step in flight: its plan, and what the verifier and drafter said about it."""
 
@@ -323,6 +327,13 @@ class StepTracker:
         self._fresh = False
         self._moved_since.clear()  # this forward is the next batch's previous one
         return links
+
+    def watching(self) -> bool:
+        """Whether one of the tracker's rules runs under the current settings (contracts
+        on, from the default depth on). A view may leave a tracker that is not watching
+        alone, and then :meth:`reset` it, so that it never relates a later step to one
+        from before it looked away."""
+        return current_config().mode is not Mode.OFF and runs(*_EVERY_RULE)
 
     def _keeps_ends(self) -> bool:
         """Whether the memory keeps where each seq left off: only SG601 reads that, so a

@@ -61,6 +61,21 @@ def test_the_overlap_worker_view_reads_no_rid_of_a_clean_batch_without_a_tracker
     assert _CountedReq.reads == 0
 
 
+def test_the_overlap_worker_view_reads_no_rid_at_metadata_depth_with_its_trackers(reqs):
+    """No tracker rule runs at metadata depth: the trackers are left alone, and the
+    request ids stay unread."""
+    from specguard.adapters import StepTracker
+
+    view = SglangV2View(spec_steps=3, vocab_size=1000, tracker=StepTracker(),
+                        carried=StepTracker(progress=False))
+    with contracts.checking(mode="strict", depth="metadata"):
+        view.schedule(ex._sglang_v2_entry(reqs=reqs))
+    assert _CountedReq.reads == 0
+    with contracts.checking(mode="strict"):  # the default depth: followed by id
+        view.schedule(ex._sglang_v2_entry(reqs=reqs))
+    assert _CountedReq.reads == 2
+
+
 def _extend_with_a_pad_id(reqs: list[Any]) -> SimpleNamespace:
     """An extend batch of two requests whose second prompt holds 1003 (SG651)."""
     return ex._sglang_v2_entry(

@@ -108,6 +108,34 @@ def test_a_decode_step_without_its_verify_rows_unlinks_the_verify_tracker():
     run([([23, 10], False), ([40, 10], True)])
 
 
+def test_trackers_left_at_metadata_depth_start_afresh_when_checks_resume():
+    """At metadata depth no tracker rule runs: the trackers are left alone and forget
+    what they knew. The first step checked after it is related to nothing (a step from
+    before would be stale), and the one after that is checked again."""
+    view = SglangV2View(spec_steps=3, vocab_size=1000, tracker=StepTracker(),
+                        carried=StepTracker(progress=False))
+    assert view.tracker is not None and view.carried is not None
+    with contracts.checking(mode="strict", depth="essential"):
+        step = view.schedule(ex._sglang_v2_entry())
+        view.verify_input(step, ex._sglang_v2_verify_input())
+        view.verified(step, ex._sglang_v2_result())  # new_seq_lens 23 and 10
+        with contracts.checking(depth="metadata"):
+            entry, verify_input = _at([40, 10])
+            view.verify_input(view.schedule(entry), verify_input)
+        assert view.tracker.previous is None and view.carried.previous is None
+        entry, verify_input = _at([60, 10])  # not where step 1 left req-a: no longer known
+        step = view.schedule(entry)
+        view.verify_input(step, verify_input)
+        view.verified(step, ex._sglang_v2_result(new_seq_lens=np.array([63, 11])))
+        entry, verify_input = _at([70, 11])
+        step = view.schedule(entry)
+        with pytest.raises(contracts.ContractViolation) as raised:
+            view.verify_input(step, verify_input)
+    (violation,) = raised.value.violations
+    assert (violation.code, violation.position) == ("SG601", 0)
+    assert violation.reason.startswith("request 'req-a': starts at position 70")
+
+
 def test_an_idle_batch_of_data_parallel_attention_passes():
     """A DP rank with no request runs an IDLE batch: zero rows everywhere, and
     eagle_sample's idle accept_index is flat (``torch.empty(0)``), which is legal."""

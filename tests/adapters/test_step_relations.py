@@ -327,6 +327,14 @@ def test_metadata_depth_and_mode_off_check_no_relation():
     assert tracker.previous is None
 
 
+@pytest.mark.parametrize(("settings", "watching"), [
+    ({"mode": "off"}, False), ({"depth": "metadata"}, False), ({"depth": "essential"}, True),
+    ({"depth": "full"}, True), ({"mode": "warn"}, True)])
+def test_a_tracker_watches_where_one_of_its_rules_runs(settings, watching):
+    with contracts.checking(**settings):
+        assert StepTracker().watching() is watching
+
+
 def test_warn_mode_logs_and_keeps_tracking(caplog):
     """In warn mode a broken relation is logged and the next step is still checked."""
     tracker = StepTracker()

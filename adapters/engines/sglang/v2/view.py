@@ -37,7 +37,7 @@ from specguard.adapters.engines.sglang.v2.layout import (
     SglangV2VerifyResult,
 )
 from specguard.adapters.step_tracker import StepPlan, StepTracker
-from specguard.contracts import DrafterOutput, Mode, VerifyOutput, current_config
+from specguard.contracts import DrafterOutput, VerifyOutput
 from specguard.contracts.ops import arange_like
 
 __all__ = ["SglangV2Step", "SglangV2View"]
@@ -64,6 +64,8 @@ class SglangV2Step:
     """A decode batch's relayed first drafts, ``topk_index[:, 0]`` (None for extend)."""
     entry: SglangForwardEntry | None = None
     """The checked entry object."""
+    tracked: bool = False
+    """Whether the step trackers follow this step (decided at its entry)."""
 
 
 class SglangV2View:
@@ -74,7 +76,9 @@ class SglangV2View:
     a retract re-feeds the tokens it was emitted); ``carried`` follows what the relay
     carries into the next step (SG602: a request's bonus token and first draft at the
     next entry are the ones the previous step produced for it, by request id). Either
-    may be None. Their relations run at full depth.
+    may be None. They follow the steps where one of their rules runs (from the default
+    depth on); below it they are left alone, and the first step checked after that is
+    related to none before it.
     """
 
     def __init__(self, *, spec_steps: int, vocab_size: int, topk: int = 1,
@@ -91,6 +95,7 @@ class SglangV2View:
         self._next_id = 0
         self._id_limit = id_limit
         self._awaiting_rows = False  # a decode entry whose verify rows did not come
+        self._idle = False  # the trackers were reset when they stopped watching
         self._last: tuple[tuple[str, ...], np.ndarray] | None = None  # the previous batch
 
     # - the hand-overs -
@@ -126,7 +131,7 @@ class SglangV2View:
                        "bonus_tokens": bonus, "topk_index": topk_index}
         entry = build(SglangForwardEntry, fields, names=rids)
         ids = self._stable_ids(tuple(rids)) if tracking else np.arange(len(rids))
-        step = SglangV2Step(rids, ids, extend, seq_lens, bonus, first, entry)
+        step = SglangV2Step(rids, ids, extend, seq_lens, bonus, first, entry, tracking)
         if tracking:
             self._schedule_trackers(batch, step)
         return step
@@ -176,7 +181,7 @@ class SglangV2View:
             "new_seq_lens": getattr(result, "new_seq_lens", None), "predict": predict,
             "bonus_tokens": getattr(draft_input, "bonus_tokens", None)},
             names=step.rids)
-        if self.tracker is not None and current_config().mode is not Mode.OFF:
+        if self.tracker is not None and step.tracked:
             self._track_verified(step, predict, lens)
         return checked
 
@@ -184,7 +189,7 @@ class SglangV2View:
         """Take the next step's draft input (``next_draft_input`` after the draft
         extend): what the relay must carry, by request id, into the next entry. After a
         prefill its bonus tokens are the target's sampled tokens."""
-        if not self._tracking():
+        if not step.tracked:
             return
         bonus = host_array(getattr(next_draft_input, "bonus_tokens", None))
         topk_index = host_array(getattr(next_draft_input, "topk_index", None))
@@ -200,8 +205,19 @@ class SglangV2View:
     # - the step trackers -
 
     def _tracking(self) -> bool:
-        return (self.tracker is not None or self.carried is not None) \
-            and current_config().mode is not Mode.OFF
+        """Whether the trackers follow this step: where one of their rules runs. Where
+        none does (contracts off, metadata depth) they are left alone, and forget what
+        they knew on the way, so that a step checked later is never related to one from
+        before they looked away; the request ids are then not read either."""
+        trackers = [t for t in (self.tracker, self.carried) if t is not None]
+        if any(t.watching() for t in trackers):
+            self._idle = False
+            return True
+        if trackers and not self._idle:
+            self._reset()
+            self._awaiting_rows = False
+            self._idle = True
+        return False
 
     def _schedule_trackers(self, batch: Any, step: SglangV2Step) -> None:
         n = len(step.rids)
