@@ -37,8 +37,10 @@ WORKLOADS = {"chunk-boundary": chunk_boundary, "memory-pressure": memory_pressur
              "mixed": _mixed}
 
 
-def _traced_run(workload, monkeypatch) -> tuple[Engine, list[StepTrace]]:
-    """A clean strict run at full depth, with every trace the tracker was fed."""
+def _traced_run(workload, monkeypatch, *, host_trace: bool | None = None
+                ) -> tuple[Engine, list[StepTrace]]:
+    """A clean strict run at full depth, with every trace the tracker was fed;
+    ``host_trace`` overrides how the runner reads its trace (see ``ModelRunner``)."""
     seen: list[StepTrace] = []
 
     def recording_check(tracker, trace):
@@ -48,6 +50,8 @@ def _traced_run(workload, monkeypatch) -> tuple[Engine, list[StepTrace]]:
     monkeypatch.setattr(engine_module, "check_step", recording_check)
     cfg, requests = workload()
     engine = Engine(cfg, model=MODEL)
+    if host_trace is not None:
+        engine.runner.host_trace = host_trace
     with contracts.checking(mode="strict", depth="full", collect="all"):
         result = engine.generate(requests)
     assert result.stats.violations == 0
@@ -351,28 +355,12 @@ def test_trace_round_trips_through_one_packed_copy(num_decode, pack):
     assert trace.plan.num_scheduled.dtype == np.int64 and trace.plan.is_sound()
 
 
-def _traces(workload, monkeypatch, *, host: bool) -> list[StepTrace]:
-    seen: list[StepTrace] = []
-
-    def recording_check(tracker, trace):
-        seen.append(trace)
-        check_step(tracker, trace)
-
-    monkeypatch.setattr(engine_module, "check_step", recording_check)
-    cfg, requests = workload()
-    engine = Engine(cfg, model=MODEL)
-    engine.runner.host_trace = host
-    with contracts.checking(mode="strict", depth="full", collect="all"):
-        assert engine.generate(requests).stats.violations == 0
-    return seen
-
-
 @pytest.mark.parametrize("workload", [chunk_boundary, memory_pressure])
 def test_the_host_trace_reads_what_the_packed_trace_copies(workload, monkeypatch):
     """On the host the runner gathers its trace through numpy views; the same run traced
     through torch gathers and one packed copy (a device's path) gives the same traces."""
-    host = _traces(workload, monkeypatch, host=True)
-    packed = _traces(workload, monkeypatch, host=False)
+    _, host = _traced_run(workload, monkeypatch, host_trace=True)
+    _, packed = _traced_run(workload, monkeypatch, host_trace=False)
     assert len(host) == len(packed) > 3
     for a, b in zip(host, packed, strict=True):
         assert a.step == b.step
