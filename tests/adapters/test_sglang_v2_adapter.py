@@ -108,10 +108,12 @@ def test_a_decode_step_without_its_verify_rows_unlinks_the_verify_tracker():
     run([([23, 10], False), ([40, 10], True)])
 
 
-def test_trackers_left_at_metadata_depth_start_afresh_when_checks_resume():
-    """At metadata depth no tracker rule runs: the trackers are left alone and forget
-    what they knew. The first step checked after it is related to nothing (a step from
-    before would be stale), and the one after that is checked again."""
+@pytest.mark.parametrize("idle", [{"depth": "metadata"}, {"mode": "off"}],
+                         ids=["metadata", "off"])
+def test_trackers_left_idle_start_afresh_when_checks_resume(idle):
+    """At metadata depth, or with contracts off, no tracker rule runs: the trackers are
+    left alone and forget what they knew. The first step checked after it is related to
+    nothing (a step from before would be stale), and the one after that is checked."""
     view = SglangV2View(spec_steps=3, vocab_size=1000, tracker=StepTracker(),
                         carried=StepTracker(progress=False))
     assert view.tracker is not None and view.carried is not None
@@ -119,7 +121,7 @@ def test_trackers_left_at_metadata_depth_start_afresh_when_checks_resume():
         step = view.schedule(ex._sglang_v2_entry())
         view.verify_input(step, ex._sglang_v2_verify_input())
         view.verified(step, ex._sglang_v2_result())  # new_seq_lens 23 and 10
-        with contracts.checking(depth="metadata"):
+        with contracts.checking(**idle):
             entry, verify_input = _at([40, 10])
             view.verify_input(view.schedule(entry), verify_input)
         assert view.tracker.previous is None and view.carried.previous is None
