@@ -110,6 +110,9 @@ class StepLinks:
 
     prev_rows: np.ndarray
     """Per seq in batch order: its row in the previous forward, or -1."""
+    same_order: bool = False
+    """Whether the seqs are exactly the previous forward's, in its order (``prev_rows``
+    is then ``arange``): a steady decode batch, step after step."""
 
     @property
     def deferred(self) -> np.ndarray:
@@ -163,17 +166,28 @@ class IdLookup:
             self._order, self._ordered, self._distinct = like._order, like._ordered, \
                 like._distinct
 
+    def identical(self, ids: np.ndarray) -> bool:
+        """Whether ``ids`` are the reference itself, in order, all distinct (each id's row
+        is then its own index)."""
+        self._sort()
+        return self._distinct and np.array_equal(ids, self.reference)
+
+    def _sort(self) -> np.ndarray:
+        """The reference's stable sort order, made at the first lookup."""
+        if self._order is None:
+            reference = self.reference
+            self._order = np.argsort(reference, kind="stable")
+            self._ordered = reference[self._order]
+            self._distinct = not bool((self._ordered[1:] == self._ordered[:-1]).any())
+        return self._order
+
     def rows(self, ids: np.ndarray) -> np.ndarray:
         """For each id, its index in the reference (the first, when repeated) or -1."""
         reference = self.reference
         if reference.shape[0] == 0 or ids.shape[0] == 0:
             return np.full(ids.shape[0], UNKNOWN, dtype=np.int64)
-        if self._order is None:
-            self._order = np.argsort(reference, kind="stable")
-            self._ordered = reference[self._order]
-            self._distinct = not bool((self._ordered[1:] == self._ordered[:-1]).any())
-        if self._distinct and np.array_equal(ids, reference):
+        if self.identical(ids):
             return np.arange(ids.shape[0], dtype=np.int64)
-        ordered, order = self._ordered, self._order
+        ordered, order = self._ordered, self._sort()
         at = np.minimum(np.searchsorted(ordered, ids), ordered.shape[0] - 1)
         return np.where(ordered[at] == ids, order[at], UNKNOWN).astype(np.int64)

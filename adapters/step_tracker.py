@@ -112,7 +112,8 @@ class _Step:
         # The previous step's sort serves again when the batch's ids are the same.
         self.lookup = IdLookup(plan.seq_ids, like=previous)
         n = plan.seq_ids.shape[0]
-        self.advance = np.where(plan.is_decode, UNKNOWN, plan.num_scheduled).astype(np.int64)
+        self.advance = np.where(plan.is_decode, UNKNOWN, plan.num_scheduled).astype(
+            np.int64, copy=False)  # a new array either way: the step's own
         # Positions a decode seq moves on besides its accepted drafts: its anchor, and
         # whatever the engine scheduled ahead of the drafts (StepPlan.num_before_drafts).
         self.before = np.ones(n, dtype=np.int64)
@@ -269,6 +270,8 @@ class StepTracker:
         if previous is None:
             return StepLinks(np.full(ids.shape[0], UNKNOWN, dtype=np.int64))
         lookup = self._previous_lookup or IdLookup(cast(np.ndarray, previous.seq_ids))
+        if ids.shape[0] and lookup.identical(ids):
+            return StepLinks(np.arange(ids.shape[0], dtype=np.int64), same_order=True)
         return StepLinks(lookup.rows(ids))
 
     def schedule(self, batch: ScheduledBatch | StepPlan, *, refilled: Any = None,
@@ -556,27 +559,34 @@ def _transition(previous: StepState, plan: StepPlan, links: StepLinks,
     legal restart, whose tokens :class:`RecomputedTokens` checks instead.
     """
     rows = links.prev_rows
-    seen = rows >= 0
-    at = np.maximum(rows, 0)
-    expected = np.full(rows.shape[0], UNKNOWN, dtype=np.int64)
+    # The same seqs in the same order as the previous forward (a steady decode batch):
+    # each row is its own, and the gathers below by ``rows`` are the arrays themselves.
+    same = links.same_order and rows.shape[0] == previous.seq_ids.shape[0]
     # Gathers by ``take`` and selections by ``where``: a fraction of what fancy and
     # boolean indexing cost at the same sizes.
-    if progress:
-        expected = np.where(remembered, ends, UNKNOWN).astype(np.int64)
+    if not progress:
+        expected = np.full(rows.shape[0], UNKNOWN, dtype=np.int64)
+    else:
+        expected = np.where(remembered, ends, UNKNOWN).astype(np.int64, copy=False)
         if previous.seq_ids.shape[0]:
             # The state is the tracker's own, on the host: numpy arrays, never tensors.
-            advance = np.asarray(previous.advance).take(at)
-            known = seen & ~remembered & (advance >= 0)
-            expected = np.where(known, np.asarray(previous.starts).take(at) + advance,
+            advance, starts = np.asarray(previous.advance), np.asarray(previous.starts)
+            if same:
+                known = ~remembered & (advance >= 0)
+            else:
+                at = np.maximum(rows, 0)
+                advance, starts = advance.take(at), starts.take(at)
+                known = (rows >= 0) & ~remembered & (advance >= 0)
+            expected = np.where(known, starts + advance,
                                 expected).astype(np.int64, copy=False)
         restart = ~plan.is_decode & (plan.starts >= 0) & (plan.starts < expected)
         expected[restart] = UNKNOWN
     decode = np.flatnonzero(plan.is_decode)
-    decode_rows = rows.take(decode)
+    decode_rows = decode if same else rows.take(decode)
     same_width = previous.mtp_k == plan.mtp_k and previous.seq_ids.shape[0] > 0
     has_proposal = (decode_rows >= 0) & same_width
     if same_width:
-        proposal_rows = np.maximum(decode_rows, 0)
+        proposal_rows = decode_rows if same else np.maximum(decode_rows, 0)
         has_proposal &= np.asarray(previous.drafted).take(proposal_rows)
         proposed = np.asarray(previous.proposals).take(proposal_rows, axis=0)
         counts = previous.num_proposed
@@ -587,7 +597,8 @@ def _transition(previous: StepState, plan: StepPlan, links: StepLinks,
         proposed_counts = np.full(decode.shape[0], plan.mtp_k)
     # A seq absent from the previous forward is held to its last short proposal, if any.
     elsewhere = UNKNOWN if last_short is None else last_short
-    num_proposed = np.where(has_proposal, proposed_counts, elsewhere).astype(np.int64)
+    num_proposed = np.where(has_proposal, proposed_counts, elsewhere).astype(np.int64,
+                                                                            copy=False)
     # A refilled row is filled whole from the runner's buffers, whatever the batch says.
     required = has_proposal & ~refilled if whole else np.zeros_like(has_proposal)
     return {
@@ -596,7 +607,8 @@ def _transition(previous: StepState, plan: StepPlan, links: StepLinks,
         "expected_starts": expected, "decode_positions": decode,
         "draft_token_ids": plan.draft_token_ids, "num_drafts": plan.num_drafts,
         "proposed": proposed, "has_proposal": has_proposal, "refilled": refilled,
-        "expected_num_drafts": np.where(required, num_proposed, UNKNOWN).astype(np.int64),
+        "expected_num_drafts": np.where(required, num_proposed, UNKNOWN).astype(
+            np.int64, copy=False),
         "num_proposed": num_proposed,
         "first_seen": first_seen, "drafts_handed_over": plan.drafts_handed_over,
     }

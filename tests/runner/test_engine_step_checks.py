@@ -387,3 +387,39 @@ def test_the_runner_counts_forwards_as_engine_steps(monkeypatch):
     engine, traces = _traced_run(chunk_boundary, monkeypatch)
     assert [t.step for t in traces] == list(range(1, engine.stats.steps + 1))
     assert engine.runner.num_forwards == engine.stats.steps
+
+
+@pytest.mark.parametrize("workload", [chunk_boundary, memory_pressure])
+def test_a_batch_in_the_previous_order_is_related_as_any_other(workload, monkeypatch):
+    """The tracker relates a batch of the previous forward's seqs in its order without
+    gathering by row: every transition it builds is the one the general path builds."""
+    from specguard.adapters import _step_plan, step_tracker
+
+    def transitions(general: bool) -> list[dict]:
+        built: list[dict] = []
+        build = step_tracker.build
+
+        def recording(cls, fields, **kwargs):
+            if cls is step_tracker.StepTransition:
+                built.append(fields)
+            return build(cls, fields, **kwargs)
+
+        with monkeypatch.context() as patched:
+            patched.setattr(step_tracker, "build", recording)
+            if general:  # the lookup still sorts, and never says "the same order"
+                identical = _step_plan.IdLookup.identical
+                patched.setattr(_step_plan.IdLookup, "identical",
+                                lambda self, ids: identical(self, ids) and False)
+            _traced_run(workload, monkeypatch)
+        return built
+
+    fast, general = transitions(general=False), transitions(general=True)
+    assert len(fast) == len(general) > 3
+    for a, b in zip(fast, general, strict=True):
+        assert a.keys() == b.keys()
+        for name in a:
+            left, right = a[name], b[name]
+            if isinstance(left, np.ndarray):
+                assert left.dtype == right.dtype and left.tolist() == right.tolist(), name
+            else:
+                assert left == right, name

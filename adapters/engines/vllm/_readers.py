@@ -98,10 +98,12 @@ def check_keys(output: Any, order: tuple[str, ...], counts: Mapping[Any, Any],
             "scheduled_spec_decode_tokens"))], boundary=Boundary.SCHEDULE.value)
 
 
-def in_order(counts: Mapping[Any, Any], order: tuple[str, ...]) -> list[Any]:
+def in_order(counts: Mapping[Any, Any], order: tuple[str, ...], *,
+             own: bool = False) -> list[Any]:
     """``counts[r]`` (None when absent) for each request of ``order``: one C-level pass, or
-    none when ``order`` is the dict's own order."""
-    if len(counts) == len(order) and tuple(counts) == order:
+    none when ``order`` is the dict's own order (``own`` says it was made as
+    ``tuple(counts)``, which spares comparing the two)."""
+    if own or (len(counts) == len(order) and tuple(counts) == order):
         return list(counts.values())
     return list(map(counts.get, order))
 
@@ -191,7 +193,7 @@ def computed_tokens(output: Any, order: tuple[str, ...], *, unique: bool = False
     cached = getattr(output, "scheduled_cached_reqs", None)
     ids = listed(getattr(cached, "req_ids", None))
     values = listed(getattr(cached, "num_computed_tokens", None))
-    if plain and unique and len(values) == len(ids) == len(order) and tuple(ids) == order:
+    if plain and unique and len(values) == len(ids) == len(order) and _same(ids, order):
         as_ints = ints_of(values)  # None for a count beyond int64: read as below
         if as_ints is not None:  # the cached requests are the batch, in order
             return as_ints
@@ -212,6 +214,11 @@ def computed_tokens(output: Any, order: tuple[str, ...], *, unique: bool = False
         if is_int(value) and isinstance(request, str):
             computed[request] = int(value)
     return np.array([computed.get(r, -1) for r in order], dtype=np.int64)
+
+
+def _same(ids: list[Any] | tuple[Any, ...], order: tuple[str, ...]) -> bool:
+    """``tuple(ids) == order`` without the copy where ``ids`` is a list (vLLM's)."""
+    return ids == list(order) if type(ids) is list else tuple(ids) == order
 
 
 def listed(value: Any) -> list[Any] | tuple[Any, ...]:

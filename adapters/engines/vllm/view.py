@@ -214,12 +214,13 @@ class VllmView:
         counts = read_mapping(scheduler_output, "num_scheduled_tokens")
         drafts = read_mapping(scheduler_output, "scheduled_spec_decode_tokens")
         order = batch_order(req_ids, counts)
+        own = req_ids is None  # then the order is tuple(counts)
         width = draft_width(scheduler_output, self.mtp_k)
 
         def read() -> StepEntries:
             kept = DeliveryContext(None, "VllmSchedule", None, None,
                                    functools.partial(_schedule_fields, scheduler_output, req_ids))
-            return kept.run(self._read_entries, scheduler_output, order, counts, drafts)
+            return kept.run(self._read_entries, scheduler_output, order, counts, drafts, own)
 
         if current_config().depth is Depth.METADATA:
             check_keys(scheduler_output, order, counts, drafts, ordered=req_ids is None)
@@ -229,7 +230,7 @@ class VllmView:
             # compares no drafts: the plan takes the counts and positions, not the lists.
             step = VllmStep(order, self._stable_ids(order) if order else np.arange(0),
                             read, width, listed=listed_counts(drafts, order))
-            self.tracker.schedule(self._counted_plan(scheduler_output, step, counts),
+            self.tracker.schedule(self._counted_plan(scheduler_output, step, counts, own),
                                   names=TrackedNames(self._names), forwarded=bool(order))
             return step
         entries = read()
@@ -245,9 +246,10 @@ class VllmView:
         return step
 
     def _read_entries(self, output: Any, order: tuple[str, ...], counts: Mapping[Any, Any],
-                 drafts: Mapping[Any, Any]) -> StepEntries:
-        """Read the output's dicts into arrays in batch order, and check them."""
-        scheduled = counts_of(in_order(counts, order), order)
+                      drafts: Mapping[Any, Any], own: bool = False) -> StepEntries:
+        """Read the output's dicts into arrays in batch order, and check them (``own``:
+        the order is the counts' own, see :func:`in_order`)."""
+        scheduled = counts_of(in_order(counts, order, own=own), order)
         dense = dense_drafts(order, drafts, self.mtp_k)
         listed = listed_counts(drafts, order, dense, self.mtp_k)
         build(VllmSchedule, {
@@ -396,8 +398,8 @@ class VllmView:
         self._names = {number: request for request, number in kept.items()}
         return np.array([kept[r] for r in order], dtype=np.int64)
 
-    def _counted_plan(self, output: Any, step: VllmStep, counts: Mapping[Any, Any]
-                      ) -> StepPlan:
+    def _counted_plan(self, output: Any, step: VllmStep, counts: Mapping[Any, Any],
+                      own: bool = False) -> StepPlan:
         """The step's plan from the dicts' counts alone (no draft is read): what the
         tracker keeps below full depth, where no rule compares drafts."""
         order = step.req_ids
@@ -405,7 +407,7 @@ class VllmView:
         decode = listed > 0
         num_decode = int(_count_nonzero(decode))
         before = listed[decode]
-        scheduled = counts_of(in_order(counts, order), order)
+        scheduled = counts_of(in_order(counts, order, own=own), order)
         return StepPlan(
             mtp_k=self.mtp_k, seq_ids=step.tracker_ids, is_decode=decode,
             starts=computed_tokens(output, order,
