@@ -84,7 +84,7 @@ class StepPlan:
         per_seq = (self.is_decode, self.starts, self.num_scheduled)
         if n < 0 or any(a.shape != (n,) for a in per_seq) or self.is_decode.dtype != bool:
             return False
-        decode = int(self.is_decode.sum())
+        decode = int(np.count_nonzero(self.is_decode))
         arrays = (self.seq_ids, self.starts, self.num_scheduled, self.draft_token_ids,
                   self.num_drafts)
         before = self.num_before_drafts

@@ -369,6 +369,7 @@ class VllmView:
     def _stable_ids(self, order: tuple[str, ...]) -> np.ndarray:
         """Integer ids that stay the same while a request stays in consecutive batches."""
         if order == self._order:  # the previous batch again, in the same order
+            self._order = order  # this very tuple: later checks of the step compare by `is`
             same: np.ndarray = self._numbers.copy()
             return same
         if len(set(order)) != len(order):
