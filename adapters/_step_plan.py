@@ -183,11 +183,15 @@ class IdLookup:
 
     def rows(self, ids: np.ndarray) -> np.ndarray:
         """For each id, its index in the reference (the first, when repeated) or -1."""
+        return self.links(ids)[0]
+
+    def links(self, ids: np.ndarray) -> tuple[np.ndarray, bool]:
+        """:meth:`rows`, and whether they are :meth:`identical` (answered on the way)."""
         reference = self.reference
         if reference.shape[0] == 0 or ids.shape[0] == 0:
-            return np.full(ids.shape[0], UNKNOWN, dtype=np.int64)
+            return np.full(ids.shape[0], UNKNOWN, dtype=np.int64), False
         if self.identical(ids):
-            return np.arange(ids.shape[0], dtype=np.int64)
+            return np.arange(ids.shape[0], dtype=np.int64), True
         ordered, order = self._ordered, self._sort()
         at = np.minimum(np.searchsorted(ordered, ids), ordered.shape[0] - 1)
-        return np.where(ordered[at] == ids, order[at], UNKNOWN).astype(np.int64)
+        return np.where(ordered[at] == ids, order[at], UNKNOWN).astype(np.int64), False

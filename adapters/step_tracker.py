@@ -270,9 +270,8 @@ class StepTracker:
         if previous is None:
             return StepLinks(np.full(ids.shape[0], UNKNOWN, dtype=np.int64))
         lookup = self._previous_lookup or IdLookup(cast(np.ndarray, previous.seq_ids))
-        if ids.shape[0] and lookup.identical(ids):
-            return StepLinks(np.arange(ids.shape[0], dtype=np.int64), same_order=True)
-        return StepLinks(lookup.rows(ids))
+        rows, same = lookup.links(ids)
+        return StepLinks(rows, same_order=same)
 
     def schedule(self, batch: ScheduledBatch | StepPlan, *, refilled: Any = None,
                  forwarded: bool = True, names: Sequence[str] | None = None) -> StepLinks:

@@ -105,9 +105,12 @@ class PendingTrace:
         if not pack:
             # Already on the host: nothing to copy, so nothing to pack; numpy views of
             # the int64 tensors are the trace (the tensors are the step's own, fresh).
-            host = tuple(t.to(torch.int64).numpy() for t in tensors)
-            return cls(step, mtp_k, seq_ids, is_decode, num_scheduled, num_drafts,
-                       draft_placeholder, num_proposed, drafts_handed_over, None, (), host)
+            return cls.on_host(
+                step=step, mtp_k=mtp_k, seq_ids=seq_ids, is_decode=is_decode,
+                num_scheduled=num_scheduled, num_drafts=num_drafts,
+                draft_placeholder=draft_placeholder, num_proposed=num_proposed,
+                drafts_handed_over=drafts_handed_over,
+                arrays=[t.to(torch.int64).numpy() for t in tensors])
         packed = torch.cat([t.reshape(-1).to(torch.int64) for t in tensors])
         return cls(step, mtp_k, seq_ids, is_decode, num_scheduled, num_drafts,
                    draft_placeholder, num_proposed, drafts_handed_over, packed,
