@@ -11,8 +11,8 @@ module measures what sits around it, each against the validation it feeds:
 * **``DraftTokens.from_mapping``** from the engines' forms (a dict of lists, a dict of
   arrays, a dense ``(n, k)`` array with the ids of the seqs that have rows) against one
   plain ``np.array`` of the same rows;
-* **the import** of ``specguard.contracts`` in a fresh process against bare Python, in
-  CPU time of the child processes.
+* **the import** of ``specguard.contracts`` in fresh interpreters, in CPU time of the
+  importing thread.
 
 The engine objects are built here with the engines' field names, types and meanings
 (nothing imports ATOM or vLLM).
@@ -21,7 +21,6 @@ The engine objects are built here with the engines' field names, types and meani
 from __future__ import annotations
 
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -294,45 +293,56 @@ def from_mapping_costs(size: int, *, repeats: int, target_s: float,
     return entry
 
 
-def _child_cpu_s(code: str, env: dict[str, str]) -> float:
-    """CPU seconds (user + system) of a fresh interpreter running ``code``."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    subprocess.run([sys.executable, "-c", code], check=True, env=env)
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+#: Run in a fresh interpreter: the importing thread's CPU time of each import, one by one.
+_TIME_IMPORTS = """
+import sys, time
+for name in sys.argv[1:]:
+    start = time.thread_time()
+    __import__(name)
+    print(time.thread_time() - start)
+"""
+
+
+def _import_cpu_s(*modules: str, env: dict[str, str]) -> list[float]:
+    """CPU seconds the importing thread spends on each of ``modules``, in a fresh interpreter.
+
+    The importing thread's time, not the process's: numpy starts its BLAS worker threads at
+    import, and they spin on the other cores for as long as the process lives. Process CPU
+    time charges that spinning to whatever is imported after numpy.
+    """
+    done = subprocess.run([sys.executable, "-c", _TIME_IMPORTS, *modules], check=True,
+                          env=env, capture_output=True, text=True)
+    return [float(line) for line in done.stdout.split()]
 
 
 def import_cost(repeats: int) -> dict[str, Any]:
-    """CPU time of ``import specguard.contracts`` in a fresh process, beyond bare Python.
+    """CPU time of ``import specguard.contracts`` in fresh interpreters.
 
     As after any install, bytecode is cached (in a private cache directory, warmed once,
     whatever ``PYTHONDONTWRITEBYTECODE`` says): compiling sources is not an import cost a
-    user pays twice. numpy's own import is measured alongside, for scale.
+    user pays twice. Measured two ways: the whole import on its own, and numpy first, then
+    specguard's modules beyond it (what an engine, which has numpy, pays).
     """
     with tempfile.TemporaryDirectory() as cache:
         env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
         env["PYTHONPYCACHEPREFIX"] = cache
-        codes = {"bare": "pass", "numpy": "import numpy",
-                 "contracts": "import specguard.contracts"}
-        for code in codes.values():  # warm the bytecode cache
-            _child_cpu_s(code, env)
-        times: dict[str, list[float]] = {name: [] for name in codes}
+        _import_cpu_s("specguard.contracts", env=env)  # warm the bytecode cache
+        alone: list[float] = []
+        numpy: list[float] = []
+        beyond: list[float] = []
         for _ in range(max(repeats, 1)):
-            for name, code in codes.items():
-                times[name].append(_child_cpu_s(code, env))
+            alone += _import_cpu_s("specguard.contracts", env=env)
+            first, then = _import_cpu_s("numpy", "specguard.contracts", env=env)
+            numpy.append(first)
+            beyond.append(then)
         probe = ("import sys, specguard.contracts; print(','.join(m for m in "
                  "('pydantic', 'torch', 'jaxtyping', 'importlib.metadata') if m in sys.modules))")
         loaded = subprocess.run([sys.executable, "-c", probe], check=True, env=env,
                                 capture_output=True, text=True).stdout.strip()
-    bare = times["bare"]
     return {
-        "bare_ms": statistics.median(bare) * 1e3,
-        "import_ms": statistics.median(a - b for a, b in zip(times["contracts"], bare,
-                                                               strict=True)) * 1e3,
-        "numpy_ms": statistics.median(a - b for a, b in zip(times["numpy"], bare,
-                                                              strict=True)) * 1e3,
+        "import_ms": statistics.median(alone) * 1e3,
+        "numpy_ms": statistics.median(numpy) * 1e3,
         # What specguard's own modules add to a process that has numpy (every engine).
-        "beyond_numpy_ms": statistics.median(
-            a - b for a, b in zip(times["contracts"], times["numpy"], strict=True)) * 1e3,
+        "beyond_numpy_ms": statistics.median(beyond) * 1e3,
         "loads": [m for m in loaded.split(",") if m],
     }

@@ -155,8 +155,8 @@ def format_report(report: dict[str, Any]) -> str:
         f"- memory: validating {report['memory']['num_seqs']} seqs whose token stream is "
         f"{report['memory']['token_bytes'] / 1024:.0f} KiB allocates "
         f"{report['memory']['peak_bytes'] / 1024:.1f} KiB at most (no token array is copied)",
-        f"- import specguard.contracts: {report['import']['import_ms']:.1f} ms CPU beyond "
-        f"bare Python ({report['import']['bare_ms']:.1f} ms); numpy alone "
+        f"- import specguard.contracts: {report['import']['import_ms']:.1f} ms CPU of the "
+        f"importing thread; numpy alone "
         f"{report['import']['numpy_ms']:.1f} ms, specguard's modules beyond numpy "
         f"{report['import']['beyond_numpy_ms']:.1f} ms; also loads: "
         f"{', '.join(report['import']['loads']) or 'nothing optional'}",

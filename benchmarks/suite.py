@@ -304,7 +304,7 @@ def _around_targets(views: list[dict[str, Any]], mapping: list[dict[str, Any]],
                 found.append(_target(
                     f"DraftTokens from {_FORMS[form]} ≤ 2× np.array of the rows, "
                     f"B={entry['batch']}", ratio, ratio <= 2))
-    found.append(_target("import specguard.contracts ≤ 120 ms CPU beyond bare Python",
+    found.append(_target("import specguard.contracts ≤ 120 ms CPU of the importing thread",
                          imported["import_ms"], imported["import_ms"] <= 120)
                  | {"note": f"numpy's own import: {imported['numpy_ms']:.0f} ms; specguard's "
                             f"modules beyond it: {imported['beyond_numpy_ms']:.0f} ms"})

@@ -301,3 +301,37 @@ def test_vllm_ints_of_refuses_a_bool_among_many_zeros_and_ones(ones):
         assert vllm_readers.ints_of(with_bool) is None
     assert vllm_readers.ints_of([*plain, 1.0]) is None
     assert vllm_readers.ints_of([*plain, 2**63]) is None
+
+
+@given(values=LISTS)
+def test_pack_int64_agrees_with_reading_each_entry_as_an_index(values):
+    """Packed entries are what ``operator.index`` reads, within int64; anything else
+    (a float, a string, None, a list, an integer past int64) is refused as a whole."""
+    import operator
+
+    from specguard.adapters._packing import pack_int64
+
+    def index(value):
+        try:
+            read = operator.index(value)
+        except TypeError:
+            return None
+        return read if -(2**63) <= read < 2**63 else None
+
+    read = [index(v) for v in values]
+    packed = pack_int64(values, len(values))
+    if any(r is None for r in read):
+        assert packed is None
+    else:
+        assert packed is not None and packed.dtype == np.int64 and packed.tolist() == read
+
+
+def test_pack_int64_refuses_a_wrong_count_and_gives_a_writable_vector():
+    from specguard.adapters._packing import pack_int64
+
+    assert pack_int64(iter([1, 2, 3]), 2) is None
+    assert pack_int64([1, 2], 3) is None
+    packed = pack_int64(iter([4, 5]), 2)
+    assert packed is not None
+    packed[0] = 9  # a view's arrays may be written by the code that owns them
+    assert packed.tolist() == [9, 5]

@@ -113,7 +113,7 @@ def test_table_output_is_markdown():
     assert "engine step: not measured (no engine here)" in text
     assert "| ATOM | 4096 | full | 300.0 | 200.0 | 1.50× | 150.0 |" in text
     assert "| 1024 | 100.0 | 150.0 | 1.50× |" in text
-    assert "import specguard.contracts: 90.0 ms CPU beyond bare Python" in text
+    assert "import specguard.contracts: 90.0 ms CPU of the importing thread" in text
 
 
 def _fake_report() -> dict[str, Any]:
@@ -134,7 +134,7 @@ def _fake_report() -> dict[str, Any]:
                       "ratio_to_engine_floor": 1.5}],
         "from_mapping": [{"batch": 1024, "np_array_us": 100.0, "lists_us": 150.0,
                           "lists_ratio": 1.5}],
-        "import": {"bare_ms": 20.0, "import_ms": 90.0, "numpy_ms": 60.0,
+        "import": {"import_ms": 90.0, "numpy_ms": 60.0,
                    "beyond_numpy_ms": 30.0, "loads": []},
         "memory": {"num_seqs": 4, "num_tokens": 262144, "token_bytes": 1 << 20,
                    "peak_bytes": 3072},
@@ -200,11 +200,13 @@ def test_quick_json_times_every_draft_row_builder_form(quick_report):
 
 
 def test_quick_json_measures_the_import_in_a_fresh_process(quick_report):
-    """The import entry has CPU milliseconds beyond bare Python and no optional module."""
+    """The import entry has the importing thread's CPU milliseconds and no optional module."""
     _, report, _ = quick_report
     imported = report["import"]
-    assert {"bare_ms", "import_ms", "numpy_ms", "beyond_numpy_ms", "loads"} == set(imported)
-    assert imported["bare_ms"] > 0 and imported["import_ms"] > 0
+    assert {"import_ms", "numpy_ms", "beyond_numpy_ms", "loads"} == set(imported)
+    assert imported["numpy_ms"] > 0 and imported["beyond_numpy_ms"] > 0
+    # specguard imports numpy itself: the whole import costs more than what it adds.
+    assert imported["import_ms"] > imported["beyond_numpy_ms"]
     assert imported["loads"] == []
 
 
@@ -216,7 +218,7 @@ def test_quick_json_measures_the_import_in_a_fresh_process(quick_report):
     "ATOM view at B=64, essential depth ≤ 2× its engine-read floor",
     "ATOM + StepTracker view at B=64, metadata depth ≤ 2× its engine-read floor",
     "vLLM + StepTracker view at B=64, full depth ≤ 2× its engine-read floor",
-    "import specguard.contracts ≤ 120 ms CPU beyond bare Python",
+    "import specguard.contracts ≤ 120 ms CPU of the importing thread",
     "no copy of the token arrays: peak extra memory ≤ 1/16 of a long token stream",
 ])
 def test_quick_json_lists_the_speed_targets(quick_report, target):
@@ -242,7 +244,7 @@ def test_builder_targets_start_at_b_1024():
         "DraftTokens from a dict of arrays ≤ 2× np.array of the rows, B=1024": False,
         "DraftTokens from dense rows and their seq ids (from_rows) ≤ 2× np.array of the "
         "rows, B=1024": True,
-        "import specguard.contracts ≤ 120 ms CPU beyond bare Python": False,
+        "import specguard.contracts ≤ 120 ms CPU of the importing thread": False,
     }
     assert found[-1]["note"] == ("numpy's own import: 110 ms; specguard's modules beyond "
                                  "it: 20 ms")

@@ -37,7 +37,6 @@ counted (see :func:`_block_tables`).
 
 from __future__ import annotations
 
-from array import array
 from collections.abc import Mapping
 from itertools import compress, repeat
 from operator import itemgetter
@@ -47,6 +46,7 @@ import numpy as np
 
 from specguard.adapters._build import build
 from specguard.adapters._host import host_array
+from specguard.adapters._packing import pack_int64
 from specguard.adapters._step_rules import RECOMPUTE, runs
 from specguard.adapters.engines.atom.layout import AtomLayout
 from specguard.adapters.step_tracker import StepLinks, StepPlan, StepState, StepTracker
@@ -213,7 +213,10 @@ class AtomView:
         size = seq_ids.shape[0] if isinstance(seq_ids, np.ndarray) and seq_ids.ndim == 1 else 0
         num_prefill = _read(batch, "total_seqs_num_prefill")
         num_decode = _read(batch, "total_seqs_num_decode")
-        is_decode = np.arange(size) >= (num_prefill if is_int(num_prefill) else size)
+        # ATOM orders prefills first: seqs from total_seqs_num_prefill on are decodes.
+        is_decode = np.zeros(size, dtype=bool)
+        if is_int(num_prefill):
+            is_decode[max(int(num_prefill), 0):] = True
         decoding = _count_nonzero(is_decode)
         context = _context_lens(batch, is_decode, links, previous, self.mtp_k)
         drafts = _read(batch, "scheduled_spec_decode_tokens") if decoding else None
@@ -296,14 +299,14 @@ def _int_vector(values: list[Any] | tuple[Any, ...]) -> Any:
     """
     if not values:
         return np.zeros(0, dtype=np.int64)
-    try:  # integers (anything with __index__) straight into int64, in C
-        ids = np.frombuffer(array("q", values), dtype=np.int64)
-    except (TypeError, OverflowError):
-        pass  # a float, a string, an int past int64: numpy says what it is, below
-    else:
-        # A bool is an int to array() but its own dtype to numpy: only entries equal to
-        # 0 or 1 can be one, and only those are looked at.
-        small = np.flatnonzero((ids == 0) | (ids == 1)).tolist()
+    # Integers (anything with __index__) straight into int64, in C. A float, a string
+    # or an int past int64 is not packed: numpy says what it is, below.
+    ids = pack_int64(values, len(values))
+    if ids is not None:
+        # A bool is an int to struct but its own dtype to numpy: only entries equal to
+        # 0 or 1 can be one, and only those are looked at (found in one pass: unsigned,
+        # a negative id is huge).
+        small = np.flatnonzero(ids.view(np.uint64) <= 1).tolist()
         if not any(type(values[i]) is bool for i in small):
             return ids
     try:

@@ -10,7 +10,6 @@ reports each problem by rule.
 
 from __future__ import annotations
 
-from array import array
 from collections.abc import Mapping, Sequence
 from itertools import chain
 from operator import countOf
@@ -19,6 +18,7 @@ from typing import Any, cast
 import numpy as np
 
 from specguard.adapters._build import build
+from specguard.adapters._packing import pack_int64
 from specguard.contracts import DeliveryContext, DraftTokens
 from specguard.contracts.ops import PLACEHOLDER, is_int
 
@@ -78,8 +78,8 @@ def _dense(lists: list[Any], mtp_k: int) -> np.ndarray | None:
     """The lists as a ``(n, mtp_k)`` integer array, or None when they are not exactly that.
 
     C-level passes: the lists' types, their lengths, their entries flattened into one
-    list, and that list packed into machine integers by ``array("q")``, which reads each
-    entry as ``operator.index`` does (refusing a float, a string or None, where a cast
+    stream, and that stream packed into machine integers by :func:`pack_int64`, which
+    reads each entry as ``operator.index`` does (refusing a float, a string or None, where a cast
     to int64 would truncate or parse them): well under half of what ``np.array`` takes
     to discover the shape and dtype of nested lists.
     """
@@ -88,14 +88,13 @@ def _dense(lists: list[Any], mtp_k: int) -> np.ndarray | None:
     count = len(lists)
     if countOf(map(type, lists), list) != count or countOf(map(len, lists), mtp_k) != count:
         return None
-    try:
-        flat = np.frombuffer(array("q", list(chain.from_iterable(lists))), dtype=np.int64)
-    except (TypeError, ValueError, OverflowError):
+    flat = pack_int64(chain.from_iterable(lists), count * mtp_k)
+    if flat is None:
         return None
     # A bool is an integer to operator.index; numpy makes lists of nothing but bools a
-    # bool array. Only entries equal to 0 or 1 can be one, and only those are looked at;
-    # where one is, numpy's own reading decides.
-    small = np.flatnonzero((flat == 0) | (flat == 1)).tolist()
+    # bool array. Only entries equal to 0 or 1 can be one (a negative is huge unsigned),
+    # and only those are looked at; where one is, numpy's own reading decides.
+    small = np.flatnonzero(flat.view(np.uint64) <= 1).tolist()
     if any(type(lists[i // mtp_k][i % mtp_k]) is bool for i in small):
         return _by_numpy(lists, mtp_k)
     return flat.reshape(len(lists), mtp_k)

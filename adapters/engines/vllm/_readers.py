@@ -8,7 +8,6 @@ cannot read (SG001, SG002, SG105, SG114) instead of raising a foreign error.
 
 from __future__ import annotations
 
-from array import array
 from collections.abc import Mapping, Sequence
 from itertools import repeat
 from operator import countOf
@@ -16,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from specguard.adapters._packing import pack_int64
 from specguard.contracts import Boundary, Finding, report
 from specguard.contracts.ops import is_int
 
@@ -112,16 +112,15 @@ def ints_of(values: list[Any] | tuple[Any, ...]) -> np.ndarray | None:
     """``values`` as an int64 vector when every one is an integer within int64 (a plain
     ``int``, or one that ``operator.index`` reads, such as a numpy integer), else None.
 
-    ``array("q")`` packs the machine integers in one C-level pass and refuses a float, a
-    string or None, where a cast to int64 would truncate or parse them. It also takes a
-    bool, which is no count: only entries equal to 0 or 1 can be one, so only those have
-    their types looked at (all of them at once when there are many).
+    :func:`pack_int64` packs the machine integers in one C-level pass and refuses a
+    float, a string or None, where a cast to int64 would truncate or parse them. It also
+    takes a bool, which is no count: only entries equal to 0 or 1 can be one, so only
+    those have their types looked at (all of them at once when there are many).
     """
-    try:
-        packed = np.frombuffer(array("q", values), dtype=np.int64)
-    except (TypeError, OverflowError):  # not an integer, or one past int64
+    packed = pack_int64(values, len(values))
+    if packed is None:  # not an integer, or one past int64
         return None
-    small = np.flatnonzero((packed == 0) | (packed == 1))
+    small = np.flatnonzero(packed.view(np.uint64) <= 1)  # 0 or 1 (a negative is huge)
     if small.shape[0] > _LOOKED_AT_ONE_BY_ONE:
         return packed if not countOf(map(type, values), bool) else None
     if small.shape[0] and any(type(values[i]) is bool for i in small.tolist()):
