@@ -154,7 +154,7 @@ def _views(size: int, *, tracked: bool = False,
     entry = sglang_v2_batch(size)
     sglang_v2 = SglangV2View(spec_steps=MTP_K, vocab_size=VOCAB_SIZE,
                              tracker=StepTracker() if tracked else None,
-                             carried=StepTracker(progress=False) if tracked else None)
+                             carried=tracked)
     atom = AtomView(mtp_k=MTP_K, vocab_size=VOCAB_SIZE, block_size=BLOCK_SIZE,
                     tracker=StepTracker() if tracked else None)
     vllm = VllmView(mtp_k=MTP_K, vocab_size=VOCAB_SIZE,

@@ -124,7 +124,7 @@ def test_trackers_left_idle_start_afresh_when_checks_resume(idle):
         with contracts.checking(**idle):
             entry, verify_input = _at([40, 10])
             view.verify_input(view.schedule(entry), verify_input)
-        assert view.tracker.previous is None and view.carried.previous is None
+        assert view.tracker.previous is None and view.carried.previous_ids is None
         entry, verify_input = _at([60, 10])  # not where step 1 left req-a: no longer known
         step = view.schedule(entry)
         view.verify_input(step, verify_input)

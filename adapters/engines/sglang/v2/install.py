@@ -159,7 +159,7 @@ def _view_for(worker: Any) -> SglangV2View:
     vocab = engine_count(getattr(model, "vocab_size", None),
                          f"{owner}.target_worker.model_config.vocab_size")
     return SglangV2View(spec_steps=steps, vocab_size=vocab, tracker=StepTracker(),
-                        carried=StepTracker(progress=False))
+                        carried=True)
 
 
 def _argument(signature: inspect.Signature, args: tuple[Any, ...], kwargs: dict[str, Any],

@@ -5,7 +5,7 @@ Duck typing on SGLang's names (``ScheduleBatch``, ``EagleDraftInput``,
 ``EAGLEWorkerV2.forward_batch_generation`` hands over, in order::
 
     view = SglangV2View(spec_steps=3, vocab_size=129280, tracker=StepTracker(),
-                        carried=StepTracker(progress=False))
+                        carried=True)
     step = view.schedule(batch)                 # at the worker's entry, inputs resolved
     view.verify_input(step, verify_input)       # what EagleDraftWorker.draft returns
     view.verified(step, result)                 # run_eagle_verify's GenerationBatchResult
@@ -31,6 +31,7 @@ from specguard.adapters._build import build
 from specguard.adapters._host import host_array
 from specguard.adapters._tracked_names import TrackedNames
 from specguard.adapters.engines.sglang._rids import RequestIds, read_rids
+from specguard.adapters.engines.sglang.v2._relay import Relay
 from specguard.adapters.engines.sglang.v2.layout import (
     SglangForwardEntry,
     SglangV2VerifyInput,
@@ -41,10 +42,6 @@ from specguard.contracts import DrafterOutput, VerifyOutput
 from specguard.contracts.ops import arange_like
 
 __all__ = ["SglangV2Step", "SglangV2View"]
-
-#: Tokens a request carries from one step into the next: its bonus token and first draft.
-CARRIED = 2
-
 
 @dataclass(frozen=True)
 class SglangV2Step:
@@ -73,23 +70,25 @@ class SglangV2View:
 
     ``tracker`` follows the verify rows from step to step (SG601 a request resumes at
     the previous ``new_seq_lens``, SG604-SG605 the verify rows, SG608 a re-prefill after
-    a retract re-feeds the tokens it was emitted); ``carried`` follows what the relay
+    a retract re-feeds the tokens it was emitted). ``carried=True`` checks what the relay
     carries into the next step (SG602: a request's bonus token and first draft at the
-    next entry are the ones the previous step produced for it, by request id). Either
-    may be None. They follow the steps where one of their rules runs (from the default
-    depth on); below it they are left alone, and the first step checked after that is
-    related to none before it.
+    next entry are the ones the previous step produced for it, by request id); the view
+    keeps the relay itself (see ``_relay``), at one comparison per step. A
+    ``StepTracker`` there, as earlier releases took, means the same. Both follow the
+    steps where one of their rules runs (from the default depth on); below it they are
+    left alone, and the first step checked after that is related to none before it.
     """
 
     def __init__(self, *, spec_steps: int, vocab_size: int, topk: int = 1,
                  tracker: StepTracker | None = None,
-                 carried: StepTracker | None = None, id_limit: int = 1 << 16) -> None:
+                 carried: bool | StepTracker | None = None, id_limit: int = 1 << 16) -> None:
         self.mtp_k = spec_steps
         self.vocab_size = vocab_size
         self.topk = topk
         self.num_draft_tokens = spec_steps + 1
         self.tracker = tracker
-        self.carried = carried
+        #: The relay check (None: not checked).
+        self.carried = Relay() if carried is not None and carried is not False else None
         self._ids: OrderedDict[str, int] = OrderedDict()  # request id -> tracker id, LRU
         self._names: dict[int, str] = {}
         self._next_id = 0
@@ -198,9 +197,11 @@ class SglangV2View:
         if self.tracker is not None and step.extend:
             self.tracker.record_sampled(step.ids, bonus)
         if self.carried is not None and topk_index is not None and topk_index.ndim == 2 \
-                and topk_index.shape[0] == bonus.shape[0] and topk_index.shape[1] >= 1:
-            rows = np.stack([bonus.astype(np.int64), topk_index[:, 0].astype(np.int64)], 1)
-            self.carried.draft_rows(step.ids, rows, names=TrackedNames(self._names))
+                and topk_index.shape[0] == bonus.shape[0] and topk_index.shape[1] >= 1 \
+                and np.issubdtype(bonus.dtype, np.integer) \
+                and np.issubdtype(topk_index.dtype, np.integer):
+            self.carried.made(step.ids, np.stack(
+                [bonus.astype(np.int64), topk_index[:, 0].astype(np.int64)], 1))
 
     # - the step trackers -
 
@@ -235,13 +236,13 @@ class SglangV2View:
                 self._reset()
                 return
             tokens = host_array(getattr(batch, "input_ids", None))
-            for tracker, width in ((self.tracker, self.mtp_k), (self.carried, CARRIED)):
-                if tracker is not None:
-                    tracker.schedule(StepPlan(
-                        width, step.ids, np.zeros(n, dtype=bool), starts, counts,
-                        np.zeros((0, width), dtype=np.int64), np.zeros(0, dtype=np.int64),
-                        token_ids=tokens if tracker is self.tracker else None,
-                        stable_ids=False), names=names)
+            if self.tracker is not None:
+                self.tracker.schedule(StepPlan(
+                    self.mtp_k, step.ids, np.zeros(n, dtype=bool), starts, counts,
+                    np.zeros((0, self.mtp_k), dtype=np.int64), np.zeros(0, dtype=np.int64),
+                    token_ids=tokens, stable_ids=False), names=names)
+            if self.carried is not None:
+                self.carried.entered(step.ids, None, starts=starts, names=names)
             return
         if lens is None:
             self._reset()
@@ -254,11 +255,13 @@ class SglangV2View:
         if bonus is None or first is None or bonus.shape != (n,) or first.shape != (n,):
             self.carried.reset()
             return
-        self.carried.schedule(StepPlan(
-            CARRIED, step.ids, np.ones(n, dtype=bool), self._decode_lens,
-            np.full(n, self.num_draft_tokens, dtype=np.int64),
-            np.stack([bonus.astype(np.int64), first.astype(np.int64)], 1),
-            np.full(n, CARRIED, dtype=np.int64), stable_ids=False), names=names)
+        if not np.issubdtype(bonus.dtype, np.integer) or not np.issubdtype(first.dtype,
+                                                                             np.integer):
+            self.carried.reset()  # the entry's own checks speak for tokens that are not ids
+            return
+        self.carried.entered(
+            step.ids, np.stack([bonus.astype(np.int64), first.astype(np.int64)], 1),
+            starts=self._decode_lens, names=names)
 
     def _track_verify_rows(self, step: SglangV2Step, chain: Any) -> None:
         assert self.tracker is not None
