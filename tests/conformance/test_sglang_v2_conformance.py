@@ -43,7 +43,7 @@ def _setting(corpus: Corpus, name: str) -> int:
 def _view(corpus: Corpus) -> SglangV2View:
     return SglangV2View(spec_steps=_setting(corpus, "spec_steps"),
                         vocab_size=_setting(corpus, "vocab_size"), tracker=StepTracker(),
-                        carried=StepTracker(progress=False))
+                        carried=True)
 
 
 def _replay(corpus: Corpus, change: Any = None, *, depth: str = "full",
@@ -148,6 +148,7 @@ def test_the_step_trackers_see_every_decode_step_at_full_depth():
                 fields["seq_lens"][0] > 6:
             fields["bonus_tokens"][[0, 1]] = fields["bonus_tokens"][[1, 0]]
 
+    # A StepTracker as `carried` (the spelling of earlier releases) checks the same.
     found = _replay(corpus, swap_bonus, view=SglangV2View(
         spec_steps=3, vocab_size=1000, carried=StepTracker(progress=False)))
     assert [v.code for v in found] == ["SG602"]
