@@ -223,7 +223,8 @@ def _wrap_one(fn: Callable[..., Any], name: str, index: int | None, check: Check
                 STATS.checks += 1
             else:
                 check(value, config)
-        return fn(*args, **kwargs)
+        # Without keywords (the commoner call), no empty mapping is unpacked.
+        return fn(*args, **kwargs) if kwargs else fn(*args)
 
     guarded.__sg_guarded__ = fn  # type: ignore[attr-defined]
     return guarded
