@@ -143,3 +143,18 @@ def test_a_relay_carried_intact_passes_and_forgets_on_reset():
         with pytest.raises(contracts.ContractViolation, match="SG602"):
             relay.entered(order, rows[[2, 0]], starts=np.ones(2, dtype=np.int64),
                           names=NAMES)
+
+
+def test_rows_made_for_other_ids_are_not_kept():
+    """A draft extend's rows are the forward's own only for its ids in its order: rows
+    for other ids (a stale or foreign hand-over) are dropped, so nothing is compared."""
+    relay = Relay()
+    ids = np.array([1, 2], dtype=np.int64)
+    rows = np.array([[1, 2], [3, 4]], dtype=np.int64)
+    with contracts.checking(mode="strict", depth="essential"):
+        relay.entered(ids, None, starts=np.ones(2, dtype=np.int64), names=NAMES)
+        relay.made(ids[::-1].copy(), rows)  # not this forward's order
+        relay.entered(ids, rows + 1, starts=np.ones(2, dtype=np.int64), names=NAMES)
+        relay.made(ids.copy(), rows)  # equal ids, another array: kept
+        with pytest.raises(contracts.ContractViolation, match="SG602"):
+            relay.entered(ids, rows + 1, starts=np.ones(2, dtype=np.int64), names=NAMES)
