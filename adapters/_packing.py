@@ -20,7 +20,8 @@ __all__ = ["pack_int64"]
 
 def pack_int64(values: Iterable[Any], count: int) -> np.ndarray | None:
     """The ``count`` entries of ``values`` as a new, writable int64 vector, or None when
-    one is not an integer, one is past int64, or there are not exactly ``count``.
+    one is not an integer, one is past int64, reading one fails (a hostile ``__index__``)
+    or there are not exactly ``count``.
 
     A bool is an integer here (0 or 1): a caller that refuses bools looks at the entries
     equal to 0 or 1.
@@ -29,6 +30,6 @@ def pack_int64(values: Iterable[Any], count: int) -> np.ndarray | None:
     try:
         # Native order and size: numpy's int64 on this machine.
         struct.Struct(f"{count}q").pack_into(packed.data, 0, *values)
-    except struct.error:
-        return None
+    except Exception:  # an entry's own __index__ may raise anything
+        return None  # the caller's general reading names what is wrong, as a violation
     return packed

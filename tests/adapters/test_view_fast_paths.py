@@ -22,9 +22,19 @@ from specguard.adapters.engines.vllm._drafts import dense_drafts
 from specguard.contracts.ops import is_int
 
 K = 3
+
+
+class RaisingIndex:
+    """An integer-like whose ``__index__`` raises something that is no TypeError."""
+
+    def __index__(self) -> int:
+        raise ValueError("no index today")
+
+
 ELEMENTS = st.sampled_from([
     0, 1, 7, 2**31, 2**63 - 1, 2**63, 2**64, -(2**63) - 1, -1, True, False, 1.5, "a", None,
-    np.int8(3), np.int64(5), np.uint64(9), np.uint64(2**63), [1], (2,), {"k": 1}])
+    np.int8(3), np.int64(5), np.uint64(9), np.uint64(2**63), [1], (2,), {"k": 1},
+    RaisingIndex()])
 LISTS = st.lists(ELEMENTS, max_size=5)
 
 
@@ -314,7 +324,7 @@ def test_pack_int64_agrees_with_reading_each_entry_as_an_index(values):
     def index(value):
         try:
             read = operator.index(value)
-        except TypeError:
+        except (TypeError, ValueError):
             return None
         return read if -(2**63) <= read < 2**63 else None
 
