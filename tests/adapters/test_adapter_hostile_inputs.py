@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import numpy as np
 import pytest
@@ -147,16 +148,17 @@ def test_an_entry_whose_index_raises_is_a_violation_not_a_foreign_error():
     """The packed readings of ATOM's request ids, vLLM's counts and vLLM's draft lists
     call each entry's ``__index__``; one that raises reaches the contract, which names
     the field, instead of escaping from the view."""
+    hostile: Any = _RaisingIndex()  # what the engine's annotations would refuse
     seqs = [sequence(i, 40, drafts=K) for i in range(4)]
     atom = decode_batch(seqs, dense=True)
-    atom.req_ids = [0, 1, _RaisingIndex(), 3]
+    atom.req_ids = [0, 1, hostile, 3]
     view = AtomView(mtp_k=K, vocab_size=VOCAB, block_size=BLOCK_SIZE, tracker=StepTracker())
     with pytest.raises(contracts.ContractViolation) as raised:
         view(atom)
     assert [(v.code, v.field) for v in raised.value.violations] == [("SG002", "seq_ids")]
 
     counts = scheduler_output({"a": [1, 2, 3], "b": [4, 5, 6]})
-    counts.num_scheduled_tokens["b"] = _RaisingIndex()
+    counts.num_scheduled_tokens["b"] = hostile
     with pytest.raises(contracts.ContractViolation) as raised:
         VllmView(mtp_k=K, vocab_size=VOCAB, tracker=StepTracker()).schedule(counts)
     (violation,) = raised.value.violations
@@ -164,7 +166,7 @@ def test_an_entry_whose_index_raises_is_a_violation_not_a_foreign_error():
     assert violation.reason.startswith("request 'b': scheduled token count ")
 
     drafts = scheduler_output({"a": [1, 2, 3], "b": [4, 5, 6]})
-    drafts.scheduled_spec_decode_tokens["b"] = [4, _RaisingIndex(), 6]
+    drafts.scheduled_spec_decode_tokens["b"] = [4, hostile, 6]
     with pytest.raises(contracts.ContractViolation) as raised:
         VllmView(mtp_k=K, vocab_size=VOCAB, tracker=StepTracker()).schedule(drafts)
     (violation,) = raised.value.violations
