@@ -94,6 +94,22 @@ def test_vllm_drafts_of_a_request_outside_the_batch_are_sg114_at_metadata_depth(
         VllmView(mtp_k=K, vocab_size=VOCAB).schedule(output)
 
 
+@pytest.mark.parametrize("req_ids", [None, ["a", "b"]], ids=["dict order", "runner order"])
+def test_vllm_drafts_of_as_many_requests_as_the_batch_but_one_outside_are_sg114(req_ids):
+    """A decode batch whose drafts are keyed exactly by its requests, in its order,
+    passes on the keys' order alone; one of as many keys that is not the batch's is
+    still SG114."""
+    output = scheduler_output({"a": [5, 6, 7], "b": [1, 2, 3]})
+    with contracts.checking(depth="metadata"):
+        VllmView(mtp_k=K, vocab_size=VOCAB).schedule(output, req_ids=req_ids)
+    output.scheduled_spec_decode_tokens = {"a": [5, 6, 7], "gone": [1, 2, 3]}
+    with contracts.checking(depth="metadata"), pytest.raises(
+            contracts.ContractViolation, match=re.escape(
+                "scheduled_spec_decode_tokens, scheduler → runner]: request 'gone' has "
+                "drafts but is not in the batch")):
+        VllmView(mtp_k=K, vocab_size=VOCAB).schedule(output, req_ids=req_ids)
+
+
 def test_vllm_request_of_the_runner_batch_without_a_count_is_sg105_at_metadata_depth():
     """The runner's batch order names a request the scheduler gave no count: SG105."""
     output = scheduler_output({"a": [5, 6, 7]}, {"new": 40})
