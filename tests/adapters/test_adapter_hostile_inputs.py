@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 from atom_engine import BLOCK_SIZE, VOCAB, decode_batch, sequence
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 from vllm_engine import attention_metadata, scheduler_output
 
@@ -172,3 +172,131 @@ def test_an_entry_whose_index_raises_is_a_violation_not_a_foreign_error():
     (violation,) = raised.value.violations
     assert (violation.code, violation.field) == ("SG002", "draft_token_ids")
     assert violation.reason.startswith("request 'b': drafts are not 1-D integer ids")
+
+
+SGLANG_V2_FIELDS = [("entry", name) for name in (
+    "reqs", "forward_mode", "seq_lens", "seq_lens_cpu", "req_pool_indices", "spec_info",
+    "future_indices", "bonus_tokens", "topk_index")] + [("verify", name) for name in (
+    "draft_token", "positions", "retrieve_index", "retrieve_next_token",
+    "retrieve_next_sibling", "spec_steps", "topk", "draft_token_num")] + [
+    ("result", name) for name in (
+        "next_token_ids", "accept_lens", "accept_index", "new_seq_lens", "next_draft_input")]
+
+
+@given(where=st.sampled_from(SGLANG_V2_FIELDS),
+       value=st.sampled_from([*HOSTILE, [_RaisingIndex()] * 2, np.array(["a", "b"]),
+                              np.full(2, np.nan), np.full(2, 2**40)]),
+       depth=st.sampled_from(["metadata", "essential", "full"]), tracked=st.booleans())
+@example(where=("entry", "seq_lens_cpu"), value=np.array(["a", "b"]), depth="essential",
+         tracked=True)
+@example(where=("entry", "seq_lens_cpu"), value=np.full(2, np.nan), depth="full",
+         tracked=True)
+def test_sglang_v2_hand_overs_with_hostile_fields(where, value, depth, tracked):
+    """Any field of the overlap worker's four hand-overs replaced by a hostile value is
+    accepted or a violation, two steps running (the second relates to the first), with
+    and without the step tracker and the relay, at every depth; and no numpy warning
+    (a NaN length cast to an integer) is raised on the way."""
+    import warnings
+    from types import SimpleNamespace
+
+    from specguard.adapters import SglangV2View
+    from specguard.adapters import examples as ex
+
+    part, field = where
+    view = SglangV2View(spec_steps=3, vocab_size=1000,
+                        tracker=StepTracker() if tracked else None, carried=tracked)
+    entry = ex._sglang_v2_entry(**({field: value} if part == "entry" else {}))
+    verify_input = ex._sglang_v2_verify_input(**({field: value} if part == "verify" else {}))
+    result = ex._sglang_v2_result(**({field: value} if part == "result" else {}))
+
+    def step() -> None:
+        checked = view.schedule(entry)
+        view.verify_input(checked, verify_input)
+        view.verified(checked, result)
+        view.drafted(checked, getattr(result, "next_draft_input", None) or SimpleNamespace())
+
+    with warnings.catch_warnings(), contracts.checking(depth=depth):
+        warnings.simplefilter("error", RuntimeWarning)
+        _contract_or_nothing(step)
+        _contract_or_nothing(step)
+
+
+SGLANG_FIELDS = [("decode", name) for name in (
+    "reqs", "forward_mode", "seq_lens", "seq_lens_cpu", "req_pool_indices")] + [
+    ("spec", name) for name in ("verified_id", "topk_index", "topk_p", "hidden_states")] + [
+    ("verify_input", name) for name in (
+        "draft_token", "positions", "retrive_index", "retrive_next_token",
+        "retrive_next_sibling", "spec_steps", "topk", "draft_token_num")] + [
+    ("verify_output", name) for name in (
+        "accept_length_per_req_cpu", "verified_id", "draft_input")] + [
+    ("extend", name) for name in ("reqs", "input_ids", "spec_info")] + [
+    ("extend_spec", name) for name in (
+        "positions", "verified_id", "seq_lens_for_draft_extend_cpu", "topk_index")] + [
+    ("prefill", name) for name in (
+        "forward_mode", "input_ids", "extend_lens", "prefix_lens", "out_cache_loc")] + [
+    ("sampled", "next_token_ids")]
+#: Host arrays that are the right size but no counts: strings, NaN, floats, huge counts.
+_HOST_ARRAYS = [np.array(["a", "b"]), np.full(2, np.nan), np.array([5.0, 3.0]),
+                np.full(2, 2**40), np.full(7, np.nan), np.array(list("abcdefg"))]
+
+
+@given(where=st.sampled_from(SGLANG_FIELDS),
+       value=st.sampled_from([*HOSTILE, [_RaisingIndex()] * 2, *_HOST_ARRAYS]),
+       depth=st.sampled_from(["metadata", "essential", "full"]), tracked=st.booleans())
+@example(where=("verify_output", "accept_length_per_req_cpu"), value=np.full(2, 2**40),
+         depth="metadata", tracked=False)
+@example(where=("verify_output", "accept_length_per_req_cpu"), value=np.full(2, np.nan),
+         depth="essential", tracked=True)
+@example(where=("extend_spec", "seq_lens_for_draft_extend_cpu"), value=np.array(["a", "b"]),
+         depth="full", tracked=False)
+@example(where=("decode", "seq_lens_cpu"), value=np.array(["a", "b"]), depth="essential",
+         tracked=True)
+@example(where=("prefill", "extend_lens"), value=np.full(2, np.nan), depth="metadata",
+         tracked=True)
+@example(where=("sampled", "next_token_ids"), value=np.array(["a", "b"]), depth="full",
+         tracked=True)
+def test_sglang_hand_overs_with_hostile_fields(where, value, depth, tracked):
+    """Any field of the v1 worker's hand-overs (a prefill, then a decode step) replaced
+    by a hostile value is accepted or a violation, with and without a tracker, at every
+    depth: no foreign error, no numpy warning, and no allocation sized by a hostile
+    count."""
+    import warnings
+    from types import SimpleNamespace
+
+    from specguard.adapters import SglangView
+    from specguard.adapters import examples as ex
+
+    part, field = where
+
+    def changed(obj: SimpleNamespace, name: str) -> SimpleNamespace:
+        if part == name:
+            setattr(obj, field, value)
+        return obj
+
+    prefill = changed(SimpleNamespace(
+        reqs=ex._sglang_reqs(), forward_mode=SimpleNamespace(name="EXTEND"),
+        input_ids=np.arange(10, 18), extend_lens=[5, 3], prefix_lens=[0, 0],
+        out_cache_loc=np.arange(1, 9)), "prefill")
+    decode = changed(ex._sglang_decode(), "decode")
+    changed(decode.spec_info, "spec")
+    verify_input = changed(ex._sglang_verify_input(), "verify_input")
+    verify_output = changed(ex._sglang_verify_output(), "verify_output")
+    extend = changed(ex._sglang_draft_extend(), "extend")
+    changed(getattr(extend, "spec_info", SimpleNamespace()), "extend_spec")
+    sampled = value if part == "sampled" else np.array([31, 41])
+    view = SglangView(spec_steps=3, vocab_size=1000,
+                      tracker=StepTracker() if tracked else None)
+
+    def step() -> None:
+        view.schedule(prefill)
+        view.draft_prefill(prefill, sampled)
+        view.schedule(decode)
+        view.drafted(decode, verify_input)
+        view.verified(SimpleNamespace(reqs=ex._sglang_reqs(False, False)), verify_input,
+                      verify_output, SimpleNamespace(out_cache_loc=np.arange(9, 17)))
+        view.draft_extend(extend)
+
+    with warnings.catch_warnings(), contracts.checking(depth=depth):
+        warnings.simplefilter("error", RuntimeWarning)
+        _contract_or_nothing(step)
+        _contract_or_nothing(step)

@@ -193,7 +193,7 @@ class SglangView:
         nxt = _read(verify_output, "draft_input")
         rows = None
         if accept is not None and isinstance(accept, np.ndarray) and accept.shape == (size,) \
-                and finished.shape == (size,):
+                and _integers(accept) and finished.shape == (size,):
             # The view's own state first: a violation raised below leaves it right.
             step.accept_length = accept.astype(np.int64)
             step.unfinished = np.flatnonzero(~finished)
@@ -243,7 +243,7 @@ class SglangView:
             "sample_indices": _like(tokens, starts[1:] - 1) if starts is not None else None,
             "max_model_len": self.max_model_len}, names=req_ids)
         sampled = host_array(next_token_ids)
-        if sampled is not None and sampled.shape == (len(req_ids),):
+        if sampled is not None and sampled.shape == (len(req_ids),) and _integers(sampled):
             self._remember(ids, sampled)
             if self.tracker is not None:
                 # A chunk that does not end its prompt samples a token SGLang drops.
@@ -270,7 +270,10 @@ class SglangView:
         spans = accept + 1
         starts = _starts(spans)
         assert starts is not None
-        if lens is not None and lens.shape == accept.shape:
+        # The expected positions, one per re-fed token: only as many as the batch holds
+        # (accepted counts out of range are the verify result's violation, not a size).
+        if lens is not None and lens.shape == accept.shape and _integers(lens) \
+                and (spans > 0).all() and int(starts[-1]) == _numel(ids):
             owner = np.repeat(np.arange(spans.shape[0]), spans)
             local = np.arange(int(starts[-1])) - np.repeat(starts[:-1], spans)
             wanted = (lens.astype(np.int64) - spans)[owner] + local
@@ -364,7 +367,8 @@ class SglangView:
         rows = host_array(drafts)
         size = ids.shape[0]
         if lens is None or rows is None or lens.shape != (size,) \
-                or rows.shape != (size, self.mtp_k):
+                or rows.shape != (size, self.mtp_k) or not _integers(lens) \
+                or not _integers(rows):
             self.tracker.reset()
             return
         self.tracker.schedule(StepPlan(
@@ -525,8 +529,14 @@ def _int_vector(value: Any) -> Any:
     return host if host is not None else value
 
 
+def _integers(values: np.ndarray) -> bool:
+    """Whether a host array holds integers: counts and ids to compute with (a float or
+    string array is left to the contract, which reports its dtype)."""
+    return values.dtype.kind in "iu"
+
+
 def _starts(counts: Any) -> np.ndarray | None:
-    if not isinstance(counts, np.ndarray) or counts.ndim != 1:
+    if not isinstance(counts, np.ndarray) or counts.ndim != 1 or not _integers(counts):
         return None
     starts = np.zeros(counts.shape[0] + 1, dtype=np.int64)
     np.cumsum(counts, out=starts[1:])
@@ -537,9 +547,12 @@ def _span_positions(prefix: Any, extend: Any, reference: Any) -> Any:
     """``prefix + j`` for the ``j``-th token of each span (what ``ForwardBatch.init_new``
     computes for an extend), on ``reference``'s backend."""
     if not isinstance(prefix, np.ndarray) or not isinstance(extend, np.ndarray) \
-            or prefix.shape != extend.shape or prefix.ndim != 1 or (extend < 0).any():
+            or prefix.shape != extend.shape or prefix.ndim != 1 or not _integers(prefix) \
+            or not _integers(extend) or (extend < 0).any():
         return None
     total = int(extend.sum())
+    if total != _numel(reference):
+        return None  # spans that do not cover the stream: its own violation, not a size
     owner = np.repeat(np.arange(extend.shape[0]), extend)
     local = np.arange(total) - np.repeat(_starts(extend)[:-1], extend)  # type: ignore[index]
     return _like(reference, prefix.astype(np.int64)[owner] + local)
@@ -559,7 +572,8 @@ def _verify_rows(verified: np.ndarray | None, accept: np.ndarray,
     """The flat ``verified_id`` as ``(bs, steps + 1)`` rows, ``-1`` padded (the
     ``VerifyOutput`` form), or None when its count is not ``sum(accepted + 1)`` or a
     count is outside ``[0, steps]`` (SG644 reports it)."""
-    if verified is None or verified.ndim != 1 or (accept < 0).any() or (accept > steps).any():
+    if verified is None or verified.ndim != 1 or not _integers(verified) \
+            or (accept < 0).any() or (accept > steps).any():
         return None
     spans = accept + 1
     if int(spans.sum()) != verified.shape[0]:

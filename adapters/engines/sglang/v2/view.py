@@ -223,9 +223,9 @@ class SglangV2View:
     def _schedule_trackers(self, batch: Any, step: SglangV2Step) -> None:
         n = len(step.rids)
         names = TrackedNames(self._names)
-        lens = host_array(getattr(batch, "seq_lens_cpu", None))
-        if lens is None or lens.shape != (n,):
-            lens = host_array(step.seq_lens)
+        lens = _counts(getattr(batch, "seq_lens_cpu", None), n)
+        if lens is None:
+            lens = _counts(step.seq_lens, n)  # the entry's own checks speak for it
         if self.tracker is not None and self._awaiting_rows:
             self.tracker.reset()  # a decode step whose verify rows never came
         self._awaiting_rows = False
@@ -318,6 +318,16 @@ class SglangV2View:
             numbers[i] = number
         self._last = (rids, numbers.copy())
         return numbers
+
+
+def _counts(value: Any, n: int) -> np.ndarray | None:
+    """A host vector of ``n`` integer counts (``seq_lens``), or None: what the trackers
+    may relate steps by (a float or string vector is the entry's violation, not a
+    length to follow)."""
+    lens = host_array(value)
+    if lens is None or lens.shape != (n,) or not np.issubdtype(lens.dtype, np.integer):
+        return None
+    return lens
 
 
 def _is_extend(mode: Any) -> bool:
