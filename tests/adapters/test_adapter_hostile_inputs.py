@@ -23,6 +23,7 @@ HOSTILE = [
     np.zeros((2, 2)), np.zeros(0), np.array(["a", "b"]), np.full(4, -1, np.int32),
     np.full(4, 2**40, np.int64), np.full(4, np.nan), np.zeros(4, bool),
     torch.tensor([1, 2, 3, 4]), torch.zeros((4, 3), dtype=torch.float32),
+    np.full((4, 3), 2**40), np.full(4, 2.5),
 ]
 ATOM_FIELDS = [f.name for f in dataclasses.fields(
     type(decode_batch([sequence(0, 40, drafts=K)], dense=True)))]
@@ -44,6 +45,7 @@ def _contract_or_nothing(call) -> None:
 
 @given(field=st.sampled_from([*ATOM_FIELDS, "is_final_chunk", "last_block_num_tokens"]),
        value=st.sampled_from(HOSTILE), tracked=st.booleans(), first=st.booleans())
+@example(field="context_lens", value=np.full((4, 3), 2**40), tracked=True, first=False)
 def test_atom_fields_replaced_by_hostile_values(field, value, tracked, first):
     """Any ATOM field replaced by a hostile value is accepted or a ContractViolation, on
     the tracker's first forward too; so is a hostile drafter input (next_token_ids)."""

@@ -467,7 +467,7 @@ def _kept_samples(batch: Any, block_size: int) -> np.ndarray | None:
     last = getattr(batch, "last_block_num_tokens", None)
     context = host_array(getattr(batch, "context_lens", None))
     if not isinstance(tables, list | tuple) or not isinstance(last, list | tuple) \
-            or context is None or context.dtype.kind not in "iu" \
+            or context is None or context.dtype.kind not in "iu" or context.ndim != 1 \
             or not len(tables) == len(last) == context.shape[0] == size \
             or not all(map(is_int, last)) or not all(isinstance(t, list | tuple) for t in tables):
         return None
