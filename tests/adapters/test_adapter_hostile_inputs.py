@@ -302,3 +302,48 @@ def test_sglang_hand_overs_with_hostile_fields(where, value, depth, tracked):
         warnings.simplefilter("error", RuntimeWarning)
         _contract_or_nothing(step)
         _contract_or_nothing(step)
+
+
+class _ShapeOf:
+    """An object whose ``shape`` is not a tuple of row counts."""
+
+    def __init__(self, shape: Any) -> None:
+        self.shape = shape
+
+
+@given(field=st.sampled_from(["structured_output_request_ids", "grammar_bitmask",
+                              "num_draft_tokens", "num_logits"]),
+       value=st.sampled_from([*HOSTILE, [["a"]], ["a", ["x"]], [None], ["a", "a", "b"],
+                              _ShapeOf("ab"), _ShapeOf((_RaisingIndex(),))]),
+       version=st.sampled_from(["0.11.1", "0.33.0"]))
+@example(field="grammar_bitmask", value=_ShapeOf("ab"), version="0.33.0")
+def test_vllm_grammar_outputs_with_hostile_fields(field, value, version):
+    """A GrammarOutput field (or the runner's counts) replaced by a hostile value is
+    accepted or a violation, in both bitmask layouts."""
+    from types import SimpleNamespace
+
+    view = VllmView(mtp_k=K, vocab_size=VOCAB, tracker=StepTracker(), version=version)
+    step = view.schedule(scheduler_output({"a": [5, 6, 7], "b": [1, 2, 3]}))
+    grammar = SimpleNamespace(structured_output_request_ids=["a", "b"],
+                              grammar_bitmask=np.zeros((8, 4), np.int32))
+    changes = {}
+    if field in ("num_draft_tokens", "num_logits"):
+        changes[field] = value
+    else:
+        setattr(grammar, field, value)
+    _contract_or_nothing(lambda: view.logits_rows(step, grammar, **changes))
+
+
+def test_vllm_grammar_request_id_that_cannot_be_one_is_sg001():
+    from types import SimpleNamespace
+
+    view = VllmView(mtp_k=K, vocab_size=VOCAB)
+    step = view.schedule(scheduler_output({"a": [5, 6, 7], "b": [1, 2, 3]}))
+    grammar = SimpleNamespace(structured_output_request_ids=["a", ["b"]],
+                              grammar_bitmask=np.zeros((8, 4), np.int32))
+    with pytest.raises(contracts.ContractViolation) as raised:
+        view.logits_rows(step, grammar)
+    (violation, *_) = raised.value.violations
+    assert (violation.code, violation.field) == ("SG001", "structured_output_request_ids")
+    assert violation.reason == ("structured_output_request_ids holds list, which cannot "
+                                "be a request id")

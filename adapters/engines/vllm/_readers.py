@@ -180,8 +180,13 @@ def length_of(drafts: Any) -> int:
 
 
 def rows_of(array: Any) -> int:
-    shape = tuple(getattr(array, "shape", ()))
-    return int(shape[0]) if shape else 0
+    """The rows of an array, or 0 for anything without a readable shape (the contract
+    then reports the object for what it is)."""
+    try:
+        shape = tuple(getattr(array, "shape", ()))
+    except Exception:  # a hostile shape attribute: no rows to read
+        return 0
+    return int(shape[0]) if shape and is_int(shape[0]) else 0
 
 
 def computed_tokens(output: Any, order: tuple[str, ...], *, unique: bool = False,

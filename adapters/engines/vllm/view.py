@@ -62,14 +62,18 @@ from specguard.adapters.engines.vllm.release import (
 )
 from specguard.adapters.step_tracker import StepPlan, StepTracker
 from specguard.contracts import (
+    Boundary,
     DeliveryContext,
     Depth,
     DrafterInput,
     DrafterOutput,
     DraftTokens,
+    Finding,
     LogitsRows,
     VerifyOutput,
     current_config,
+    describe,
+    report,
 )
 from specguard.contracts.ops import PLACEHOLDER, arange_like
 
@@ -314,8 +318,14 @@ class VllmView:
         runner = scheduled if num_draft_tokens is None else host_array(num_draft_tokens)
         listed = getattr(grammar_output, "structured_output_request_ids", None)
         requests = list(listed) if isinstance(listed, Sequence | Mapping) else []
-        shape = tuple(getattr(getattr(grammar_output, "grammar_bitmask", None), "shape", (0,)))
-        num_rows = int(shape[0]) if shape else 0
+        unhashable = next((r for r in requests if not _hashable(r)), None)
+        if unhashable is not None:
+            report(_GRAMMAR, [("SG001", Finding(
+                f"structured_output_request_ids holds {describe(unhashable)}, which cannot "
+                "be a request id", "structured_output_request_ids",
+                expected="request ids (str)"))], boundary=Boundary.MODEL_INPUT.value)
+            requests = [r for r in requests if _hashable(r)]
+        num_rows = rows_of(getattr(grammar_output, "grammar_bitmask", None))
         starts = np.full(len(order), -1, dtype=np.int64)
         counts = np.zeros(len(order), dtype=np.int64)
         at = {req_id: i for i, req_id in enumerate(order)}
@@ -503,3 +513,17 @@ def _schedule_fields(output: Any, req_ids: Any) -> dict[str, Any]:
     return {"num_tokens": getattr(output, "total_num_scheduled_tokens", None),
             "seq_ids": np.arange(len(order)), "num_scheduled_tokens": scheduled,
             "num_listed_drafts": listed_counts(drafts, order)}
+
+
+#: The engine object of the logits rows' violations.
+_GRAMMAR = "vLLM GrammarOutput"
+
+
+def _hashable(value: Any) -> bool:
+    """Whether ``value`` can key a dict (a request id can; a list, or a tuple holding
+    one, cannot)."""
+    try:
+        hash(value)
+    except Exception:  # a list's TypeError, or whatever a hostile __hash__ raises
+        return False
+    return True
