@@ -10,6 +10,8 @@ Engine-neutral, in this folder:
   each step, from one small all-gather of :class:`~specguard.adapters.ranks.RankStep` rows;
 * :mod:`specguard.adapters.snapshots` writes a violation to a file that ``specguard check``
   re-validates (an unreadable one is a :class:`SnapshotError`);
+  :mod:`specguard.adapters.corpus` reads and writes recorded engine traffic (an
+  unreadable file is a :class:`CorpusError`);
   :mod:`specguard.adapters.pytest_plugin` turns every guard on for a test run.
 
 One folder per engine under :mod:`specguard.adapters.engines`, each with the same shape
@@ -30,6 +32,7 @@ Knows the contracts; knows no runner.
 """
 
 from specguard.adapters._guard import guard as guard
+from specguard.adapters.corpus import CorpusError as CorpusError
 from specguard.adapters.engines import ENGINES as ENGINES
 from specguard.adapters.engines import Engine as Engine
 from specguard.adapters.engines import EngineInstaller as EngineInstaller
@@ -66,6 +69,7 @@ from specguard.adapters.step_tracker import StepTracker as StepTracker
 __all__ = [
     "ENGINES",
     "AtomView",
+    "CorpusError",
     "Engine",
     "EngineInstaller",
     "EngineView",

@@ -31,12 +31,14 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
 
 from specguard.adapters import _snapshot_format as fmt
+from specguard.contracts import SpecguardError
 
 __all__ = [
     "Corpus",
+    "CorpusError",
     "Event",
     "Expected",
     "corpus_files",
@@ -129,15 +131,38 @@ def decode_tree(value: Any, depth: int = 0) -> Any:
     return value
 
 
+class CorpusError(SpecguardError, ValueError):
+    """A corpus file that is not JSON, not of this format, or holds a malformed value."""
+
+
+CorpusError.__module__ = "specguard.adapters"
+
+
 def read_corpus(path: str | Path) -> Corpus:
-    """Parse and validate one corpus file (raises ``ValueError`` if it is malformed)."""
+    """Parse and validate one corpus file; :class:`CorpusError` (a ``ValueError``) names
+    the file and what is wrong with it when it is malformed."""
     raw = Path(path).read_bytes()
     if len(raw) > fmt.MAX_FILE_BYTES:
-        raise ValueError(f"{path}: larger than {fmt.MAX_FILE_BYTES} bytes")
-    corpus = Corpus.model_validate_json(raw)
-    for event in corpus.events:
-        event.values()  # array records are checked now, not halfway through a replay
+        raise CorpusError(f"{path}: larger than {fmt.MAX_FILE_BYTES} bytes")
+    try:
+        corpus = Corpus.model_validate_json(raw)
+        for event in corpus.events:
+            event.values()  # array records are checked now, not halfway through a replay
+    except ValidationError as error:
+        raise CorpusError(f"{path}: {_first_problem(error)}") from error
+    except ValueError as error:  # an array record that disagrees with itself
+        raise CorpusError(f"{path}: {error}") from error
     return corpus
+
+
+def _first_problem(error: ValidationError) -> str:
+    """pydantic's first complaint, where it is in the file and what it is, in one line
+    (and how many more there are)."""
+    problems = error.errors(include_url=False)
+    first = problems[0]
+    where = ".".join(str(part) for part in first["loc"]) or "the document"
+    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+    return f"{where}: {first['msg']}{more}"
 
 
 def write_corpus(path: str | Path, corpus: Corpus) -> None:

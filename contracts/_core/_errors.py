@@ -10,6 +10,8 @@ settings or an unreadable file::
     ├── ConfigError (ValueError)          a bad mode, depth or environment value
     ├── SnapshotError (ValueError)        a violation snapshot that cannot be read
     │                                     (specguard.adapters: snapshots live there)
+    ├── CorpusError (ValueError)          a recorded-traffic corpus file that cannot
+    │                                     be read (specguard.adapters, like snapshots)
     └── UnsupportedEngine                 an engine runner an installer cannot read
                                           (specguard.adapters: every engine's installer)
 

@@ -59,6 +59,25 @@ def test_corpus_refuses_unknown_keys(tmp_path):
         read_corpus(path)
 
 
+@pytest.mark.parametrize(("text", "reason"), [
+    ("{nope", "the document: Invalid JSON: key must be a string at line 1 column 2"),
+    ("[]", "the document: Input should be an object"),
+    ('{"format": "specguard-corpus"}', "engine: Field required (and 5 more)"),
+], ids=["not json", "a list", "no version"])
+def test_an_unreadable_corpus_file_is_a_corpus_error_naming_it(tmp_path, text, reason):
+    """A file that is not a corpus says so in one line, with its path and the first
+    problem (pydantic's full report is chained), as a specguard error."""
+    from specguard.adapters import CorpusError
+    from specguard.contracts import SpecguardError
+
+    path = tmp_path / "c.json"
+    path.write_text(text)
+    with pytest.raises(CorpusError) as raised:
+        read_corpus(path)
+    assert str(raised.value) == f"{path}: {reason}"
+    assert isinstance(raised.value, SpecguardError) and isinstance(raised.value, ValueError)
+
+
 def test_corpus_refuses_an_array_record_whose_data_disagrees_with_its_shape(tmp_path):
     """A malformed array is reported when the file is read, not during a replay."""
     path = tmp_path / "c.json"
