@@ -79,7 +79,15 @@ class StepPlan:
                    drafts_handed_over=handed)
 
     def is_sound(self) -> bool:
-        """Whether the arrays have the shapes and kinds the tracker relies on."""
+        """Whether the arrays have the shapes and kinds the tracker relies on (a plan
+        built by hand with something else than host numpy arrays is not)."""
+        required = (self.seq_ids, self.is_decode, self.starts, self.num_scheduled,
+                    self.draft_token_ids, self.num_drafts)
+        optional = (self.token_ids, self.num_before_drafts, self.drafts_handed_over,
+                    self.first_scheduled)
+        if not all(isinstance(a, np.ndarray) for a in required) or not all(
+                a is None or isinstance(a, np.ndarray) for a in optional):
+            return False
         n = self.seq_ids.shape[0] if self.seq_ids.ndim == 1 else -1
         per_seq = (self.is_decode, self.starts, self.num_scheduled)
         if n < 0 or any(a.shape != (n,) for a in per_seq) or self.is_decode.dtype != bool:
@@ -97,7 +105,7 @@ class StepPlan:
         if first is not None and (first.shape != (n,) or first.dtype != bool):
             return False
         return (
-            type(self.mtp_k) is int and self.mtp_k >= 1
+            type(self.mtp_k) is int and self.mtp_k >= 1 and type(self.stable_ids) is bool
             and all(is_integer(a.dtype) for a in arrays)
             and self.draft_token_ids.shape == (decode, self.mtp_k)
             and self.num_drafts.shape == (decode,)

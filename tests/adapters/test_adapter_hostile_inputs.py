@@ -347,3 +347,43 @@ def test_vllm_grammar_request_id_that_cannot_be_one_is_sg001():
     assert (violation.code, violation.field) == ("SG001", "structured_output_request_ids")
     assert violation.reason == ("structured_output_request_ids holds list, which cannot "
                                 "be a request id")
+
+
+_PLAN_FIELDS = ["mtp_k", "seq_ids", "is_decode", "starts", "num_scheduled", "draft_token_ids",
+                "num_drafts", "draft_placeholder", "token_ids", "num_before_drafts",
+                "drafts_handed_over", "first_scheduled", "stable_ids"]
+
+
+def _plan(**changes: Any) -> Any:
+    from specguard.adapters import StepPlan
+
+    fields: dict[str, Any] = dict(
+        mtp_k=K, seq_ids=np.array([0, 1]), is_decode=np.array([True, True]),
+        starts=np.array([10, 20]), num_scheduled=np.array([4, 4]),
+        draft_token_ids=np.array([[1, 2, 3], [4, 5, 6]]), num_drafts=np.array([3, 3]))
+    fields.update(changes)
+    return StepPlan(**fields)
+
+
+@given(field=st.sampled_from(_PLAN_FIELDS),
+       value=st.sampled_from([*HOSTILE, np.array([0, 0]), np.full((2, 3), 2**62)]))
+@example(field="draft_token_ids", value=[[1, 2, 3], [4, 5, 6]])
+@example(field="stable_ids", value=np.array([1, 0]))
+@example(field="seq_ids", value=torch.tensor([0, 1]))
+def test_a_step_plan_built_by_hand_with_hostile_fields(field, value):
+    """A StepPlan an engine author builds by hand with something else than host numpy
+    arrays is not sound: the tracker forgets what it knew instead of raising the
+    arrays' own errors; any other plan is related, or a violation."""
+    tracker = StepTracker()
+    tracker.schedule(_plan())
+    tracker.draft_rows(np.array([0, 1]), np.array([[7, 8, 9], [1, 2, 3]]))
+    hostile = _plan(**{field: value})
+    _contract_or_nothing(lambda: tracker.schedule(hostile))
+    _contract_or_nothing(lambda: tracker.schedule(_plan(starts=np.array([14, 24]))))
+
+
+def test_a_step_plan_of_lists_is_not_sound():
+    assert _plan().is_sound()
+    assert not _plan(draft_token_ids=[[1, 2, 3], [4, 5, 6]]).is_sound()
+    assert not _plan(seq_ids=torch.tensor([0, 1])).is_sound()
+    assert not _plan(stable_ids=np.array([1, 0])).is_sound()
