@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from specguard.contracts._core._arrays import describe
 from specguard.contracts._core._clearance import clearance_for
 from specguard.contracts._core._config import (
     Collect,
@@ -238,7 +239,9 @@ def validate(
     config = config or current()
     if config.mode is Mode.OFF:
         return []
-    plan: Plan = type(obj).__sg_plan__
+    plan: Plan | None = getattr(type(obj), "__sg_plan__", None)
+    if plan is None:
+        return _not_a_boundary_object(obj, config)
     STATS.checks += 1
     by_depth = plan._by_depth or plan.by_depth
     if depth is None:
@@ -262,6 +265,19 @@ def validate(
             violations.extend(_value_violations(obj, plan, rules, config, skip, bindings))
     if violations:
         _deliver_from_here(plan.subject, violations, config, obj)
+    return violations
+
+
+def _not_a_boundary_object(obj: Any, config: Config) -> list[Violation]:
+    """``validate`` of something that is no boundary object: SG001, by mode."""
+    __tracebackhide__ = True
+    rule = REGISTRY["SG001"]
+    violations = [Violation.from_finding(Finding(
+        f"validate() checks boundary objects (classes made by @boundary_object), got "
+        f"{describe(obj)}", "obj", expected="a boundary object",
+        actual=type(obj).__name__), code=rule.code, title=rule.title,
+        boundary=rule.boundary.value, subject="validate()", bindings={})]
+    _deliver_from_here("validate()", violations, config, obj)
     return violations
 
 

@@ -219,3 +219,21 @@ def test_numpy_int8_mtp_k_binds_its_width_without_overflow():
             vocab_size=10, seq_ids=np.arange(2), token_ids=rows,
             num_accepted=np.zeros(2, dtype=np.int64))
     assert contracts.VerifyOutput.__sg_plan__.fast_check(out)
+
+
+@pytest.mark.parametrize("obj", [3, None, "batch", contracts.ScheduledBatch],
+                         ids=["int", "None", "str", "the class itself"])
+def test_validate_of_something_that_is_no_boundary_object_is_sg001(obj):
+    """validate() handed anything but a boundary object names what it got, as SG001 by
+    mode, instead of an AttributeError from inside specguard."""
+    with pytest.raises(contracts.ContractViolation) as raised:
+        contracts.validate(obj)
+    (violation,) = raised.value.violations
+    assert (violation.code, violation.field, violation.subject) == ("SG001", "obj",
+                                                                    "validate()")
+    assert violation.reason == ("validate() checks boundary objects (classes made by "
+                                f"@boundary_object), got {contracts.describe(obj)}")
+    with contracts.checking(mode="warn"):
+        assert [v.code for v in contracts.validate(obj)] == ["SG001"]
+    with contracts.checking(mode="off"):
+        assert contracts.validate(obj) == []
