@@ -181,15 +181,35 @@ def _seq_ids(values: Any) -> np.ndarray:
 
 
 def _int64s(values: Any, name: str) -> np.ndarray:
-    """``values`` as int64, or none (reported) when they are not integers of that range."""
+    """``values`` as int64, or none (reported) when they are not integers of that range.
+
+    A float, bool or string array is refused (SG001), not cast: a cast would truncate
+    1.5 to 1 and turn NaN into an arbitrary id."""
     try:
-        ids: np.ndarray = np.asarray(values, dtype=np.int64).reshape(-1)
-    except (OverflowError, TypeError, ValueError) as error:
-        report("RankStep", [("SG006", Finding(
-            f"{name} cannot be sent as int64: {type(error).__name__}: {error}", name,
+        given = np.asarray(values)
+    except (TypeError, ValueError) as error:  # ragged, or not array-like at all
+        return _not_sent(name, error)
+    if given.size == 0:
+        return np.zeros(0, dtype=np.int64)  # an empty list reads as float64: no value
+    if given.dtype.kind not in "iuO":
+        report("RankStep", [("SG001", Finding(
+            f"{name} must be integers, got {given.dtype} values", name,
             expected="integers in [-2**63, 2**63)"))], boundary=Boundary.RANKS.value)
         return np.zeros(0, dtype=np.int64)
+    try:
+        if given.dtype.kind == "u" and given.size and int(given.max()) > _INT64.stop - 1:
+            raise OverflowError(f"{int(given.max())} is past int64")
+        ids: np.ndarray = np.asarray(values, dtype=np.int64).reshape(-1)
+    except (OverflowError, TypeError, ValueError) as error:
+        return _not_sent(name, error)
     return ids
+
+
+def _not_sent(name: str, error: Exception) -> np.ndarray:
+    report("RankStep", [("SG006", Finding(
+        f"{name} cannot be sent as int64: {type(error).__name__}: {error}", name,
+        expected="integers in [-2**63, 2**63)"))], boundary=Boundary.RANKS.value)
+    return np.zeros(0, dtype=np.int64)
 
 
 def check_ranks(rows: Any) -> RankAgreement:

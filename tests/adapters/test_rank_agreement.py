@@ -241,3 +241,24 @@ def test_rank_step_seq_ids_past_int64_are_a_violation():
     with contracts.checking(mode="strict"), pytest.raises(contracts.ContractViolation) as caught:
         step.row(4)
     assert caught.value.violations[0].code == "SG006"
+
+
+@pytest.mark.parametrize(("field", "value", "dtype"), [
+    ("seq_ids", [1.5, 2.0], "float64"), ("seq_ids", np.full(2, np.nan), "float64"),
+    ("seq_ids", [True, False], "bool"), ("tokens_across_ranks", [4.0, 4.0], "float64"),
+], ids=["float ids", "NaN ids", "bool ids", "float counts"])
+def test_rank_step_values_that_are_not_integers_are_sg001_not_cast(field, value, dtype):
+    """A float, NaN or bool vector is refused where it is sent, not cast (1.5 would go out
+    as 1, NaN as an arbitrary id); the integer vectors of the same values go out."""
+    step = RankStep(step=5, mtp_k=2, num_tokens=10, padded_tokens=16, dummy=False,
+                    dummy_tokens=1, seq_ids=[1, 2], tokens_across_ranks=[4, 4])
+    broken = dataclasses.replace(step, **{field: value})
+    with contracts.checking(mode="strict"), pytest.raises(contracts.ContractViolation) as caught:
+        broken.row(4)
+    (violation,) = caught.value.violations
+    assert (violation.code, violation.field) == ("SG001", field)
+    assert violation.reason == f"{field} must be integers, got {dtype} values"
+    with contracts.checking(mode="strict"):
+        assert step.row(4).tolist()[-6:] == [4, 4, 1, 2, -1, -1]
+        assert dataclasses.replace(step, seq_ids=np.array([1, 2], np.uint64)).row(4) \
+            .tolist()[-4:] == [1, 2, -1, -1]
