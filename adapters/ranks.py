@@ -16,7 +16,8 @@ the rank that broke the rule, instead of leaving the healthy ones inside a colle
 
     row = RankStep(step=7, mtp_k=3, num_tokens=12, padded_tokens=12, dummy=False,
                    dummy_tokens=4, seq_ids=batch_seq_ids,
-                   tokens_across_ranks=num_tokens_across_dp).row(id_slots=max_num_seqs)
+                   tokens_across_ranks=num_tokens_across_dp).row(id_slots=max_num_seqs,
+                                                                 across_slots=dp_size)
     rows = all_gather(row)            # [num_ranks, width]: the engine's collective
     check_ranks(rows)                 # SG701-SG706, SG710: the same verdict on every rank
 
@@ -101,11 +102,15 @@ class RankStep:
     """This rank's copy of every rank's token count for the step, when the engine keeps
     one (compared across ranks at every depth)."""
 
-    def row(self, id_slots: int = 0) -> np.ndarray:
+    def row(self, id_slots: int = 0, across_slots: int | None = None) -> np.ndarray:
         """The int64 row to gather: the header, the rank's copy of the token counts, then
         ``id_slots`` seq ids padded with -1.
 
         A batch with more seqs than slots sends the first ``id_slots`` of them.
+        ``across_slots`` (the data-parallel size) gives the copy a fixed width: a copy of
+        another length is cut or padded with -1 there, its true length still in the
+        header, so that every rank's row has the same width and the gather itself cannot
+        fail on it (``check_ranks`` then names the rank whose copy differs).
         """
         header = {"stopped": self.stopped, "step": self.step, "mtp_k": self.mtp_k,
                   "num_tokens": self.num_tokens, "padded_tokens": self.padded_tokens,
@@ -113,11 +118,13 @@ class RankStep:
         ids = _seq_ids(self.seq_ids)
         across = (np.zeros(0, dtype=np.int64) if self.tokens_across_ranks is None
                   else _int64s(self.tokens_across_ranks, "tokens_across_ranks"))
-        width = len(HEADER) + across.shape[0]
+        slots = across.shape[0] if across_slots is None else max(int(across_slots), 0)
+        width = len(HEADER) + slots
         row = np.full(width + id_slots, _NO_ID, dtype=np.int64)
         row[:len(HEADER)] = (*(_header_value(name, value) for name, value in header.items()),
                              ids.shape[0], across.shape[0])
-        row[len(HEADER):width] = across
+        kept = across[:slots]
+        row[len(HEADER):len(HEADER) + kept.shape[0]] = kept
         shown = ids[:id_slots]
         row[width:width + shown.shape[0]] = shown
         return row

@@ -220,7 +220,8 @@ class RankEngine(Engine):
         slots = self.config.max_num_seqs if full else 0
         start = time.perf_counter()
         try:
-            self.rows = CLOCK.checking(self.group.gather_rows, row.row(slots))
+            self.rows = CLOCK.checking(self.group.gather_rows,
+                                       row.row(slots, across_slots=self.group.world))
             self._joined.add("rows")
             CLOCK.checking(check_ranks, self.rows)
             self.agreements += 1

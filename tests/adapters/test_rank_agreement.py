@@ -262,3 +262,25 @@ def test_rank_step_values_that_are_not_integers_are_sg001_not_cast(field, value,
         assert step.row(4).tolist()[-6:] == [4, 4, 1, 2, -1, -1]
         assert dataclasses.replace(step, seq_ids=np.array([1, 2], np.uint64)).row(4) \
             .tolist()[-4:] == [1, 2, -1, -1]
+
+
+@pytest.mark.parametrize("copy", [[12, 8, 4], [12, 8, 4, 12, 9], []],
+                         ids=["short", "long", "none"])
+def test_a_copy_of_another_length_keeps_the_row_width_with_across_slots(copy):
+    """With ``across_slots`` (the data-parallel size) every rank's row has one width,
+    whatever its copy's length: the gather of rows cannot fail on a rank whose copy is
+    wrong, and the check names that rank by the count its header carries."""
+    steps = [dataclasses.replace(step, tokens_across_ranks=_COUNTS) for step in CLEAN]
+    steps[3] = dataclasses.replace(steps[3], tokens_across_ranks=copy)
+    built = [step.row(id_slots=4, across_slots=4) for step in steps]
+    assert {row.shape for row in built} == {(len(HEADER) + 4 + 4,)}
+    assert built[3][HEADER.index("across")] == len(copy)
+    with contracts.checking(mode="strict"), pytest.raises(contracts.ContractViolation) as caught:
+        check_ranks(np.stack(built))
+    assert caught.value.codes == ("SG710",)
+    assert (f"rank 3 sends {len(copy)} token counts, but ranks 0, 1 and 2 send 4 token "
+            "counts") in str(caught.value)
+    # The ranks that agree: the same rows as without the fixed width.
+    with contracts.checking(mode="strict", depth="full"):
+        check_ranks(np.stack([step.row(id_slots=4, across_slots=4) for step in steps[:3]]))
+    assert (steps[0].row(id_slots=4, across_slots=4) == steps[0].row(id_slots=4)).all()
