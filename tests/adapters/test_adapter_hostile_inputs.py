@@ -387,3 +387,26 @@ def test_a_step_plan_of_lists_is_not_sound():
     assert not _plan(draft_token_ids=[[1, 2, 3], [4, 5, 6]]).is_sound()
     assert not _plan(seq_ids=torch.tensor([0, 1])).is_sound()
     assert not _plan(stable_ids=np.array([1, 0])).is_sound()
+
+
+@pytest.mark.parametrize(("extend_lens", "codes"), [
+    ([5, 4], [("SG104", "positions"), ("SG304", "query_start_loc")]),
+    ([2**40, 3], [("SG001", "positions"), ("SG304", "query_start_loc")]),
+], ids=["one token more", "absurd"])
+def test_sglang_prefill_spans_that_miss_the_stream(extend_lens, codes):
+    """Spans one token longer than the stream keep the positions' length mismatch next to
+    the spans' own rule; spans of 2**40 tokens are the spans' violation, with no
+    positions computed (an array of their size could not be allocated)."""
+    from types import SimpleNamespace
+
+    from specguard.adapters import SglangView
+    from specguard.adapters import examples as ex
+
+    prefill = SimpleNamespace(
+        reqs=ex._sglang_reqs(), forward_mode=SimpleNamespace(name="EXTEND"),
+        input_ids=np.arange(10, 18), extend_lens=extend_lens, prefix_lens=[0, 0],
+        out_cache_loc=np.arange(1, 9))
+    view = SglangView(spec_steps=3, vocab_size=1000, tracker=StepTracker())
+    with pytest.raises(contracts.ContractViolation) as raised:
+        view.draft_prefill(prefill, np.array([31, 41]))
+    assert [(v.code, v.field) for v in raised.value.violations] == codes

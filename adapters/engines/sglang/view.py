@@ -273,7 +273,7 @@ class SglangView:
         # The expected positions, one per re-fed token: only as many as the batch holds
         # (accepted counts out of range are the verify result's violation, not a size).
         if lens is not None and lens.shape == accept.shape and _integers(lens) \
-                and (spans > 0).all() and int(starts[-1]) == _numel(ids):
+                and (spans > 0).all() and _plausible(int(starts[-1]), ids):
             owner = np.repeat(np.arange(spans.shape[0]), spans)
             local = np.arange(int(starts[-1])) - np.repeat(starts[:-1], spans)
             wanted = (lens.astype(np.int64) - spans)[owner] + local
@@ -529,6 +529,15 @@ def _int_vector(value: Any) -> Any:
     return host if host is not None else value
 
 
+def _plausible(total: int, stream: Any) -> bool:
+    """Whether ``total`` tokens laid out by the batch's counts are few enough to compute
+    positions for: within a few times the tokens the batch holds. Counts far past that
+    are the counts' own violation, and an array of their size could not be allocated
+    (accepted counts of 2**40 asked for 16 TiB); a small mismatch is kept, so that the
+    positions' length says by how much the spans miss the stream."""
+    return 0 <= total <= 4 * max(_numel(stream), 1024)
+
+
 def _integers(values: np.ndarray) -> bool:
     """Whether a host array holds integers: counts and ids to compute with (a float or
     string array is left to the contract, which reports its dtype)."""
@@ -551,8 +560,8 @@ def _span_positions(prefix: Any, extend: Any, reference: Any) -> Any:
             or not _integers(extend) or (extend < 0).any():
         return None
     total = int(extend.sum())
-    if total != _numel(reference):
-        return None  # spans that do not cover the stream: its own violation, not a size
+    if not _plausible(total, reference):
+        return None  # the spans' own violation (SG304), not an allocation of their size
     owner = np.repeat(np.arange(extend.shape[0]), extend)
     local = np.arange(total) - np.repeat(_starts(extend)[:-1], extend)  # type: ignore[index]
     return _like(reference, prefix.astype(np.int64)[owner] + local)
