@@ -69,6 +69,9 @@ class StepPlan:
         if any(a is None for a in arrays):
             return None
         seq_ids, is_decode, context, scheduled, drafts, counts = cast(list[np.ndarray], arrays)
+        if context.shape != scheduled.shape or context.ndim != 1 \
+                or context.dtype.kind not in "iu" or scheduled.dtype.kind not in "iu":
+            return None  # a batch the contract refused (warn mode hands it on): no plan
         handed = batch.drafts_handed_over
         if handed is not None:
             handed = host_array(handed)

@@ -75,7 +75,7 @@ from specguard.contracts import (
     current_config,
     report,
 )
-from specguard.contracts.ops import PLACEHOLDER, arange_like
+from specguard.contracts.ops import PLACEHOLDER, arange_like, is_int
 
 __all__ = ["SglangStep", "SglangView"]
 
@@ -197,7 +197,9 @@ class SglangView:
             # The view's own state first: a violation raised below leaves it right.
             step.accept_length = accept.astype(np.int64)
             step.unfinished = np.flatnonzero(~finished)
-            rows = _verify_rows(host_array(verified), step.accept_length, self.mtp_k)
+            verified_ids = _token_ids(verified, "verified_id", Boundary.VERIFY,
+                                      "SGLang EagleVerifyOutput")
+            rows = _verify_rows(verified_ids, step.accept_length, self.mtp_k)
             if rows is not None:
                 ends = np.cumsum(step.accept_length + 1) - 1
                 self._remember(step.tracker_ids, np.asarray(host_array(verified))[ends])
@@ -242,8 +244,9 @@ class SglangView:
             "query_start_loc": _like(tokens, starts) if starts is not None else None,
             "sample_indices": _like(tokens, starts[1:] - 1) if starts is not None else None,
             "max_model_len": self.max_model_len}, names=req_ids)
-        sampled = host_array(next_token_ids)
-        if sampled is not None and sampled.shape == (len(req_ids),) and _integers(sampled):
+        sampled = _token_ids(next_token_ids, "next_token_ids", Boundary.DRAFT_INPUT,
+                             "SGLang forward_draft_extend")
+        if sampled is not None and sampled.shape == (len(req_ids),):
             self._remember(ids, sampled)
             if self.tracker is not None:
                 # A chunk that does not end its prompt samples a token SGLang drops.
@@ -309,8 +312,11 @@ class SglangView:
             "slot_mapping": _read(batch, "out_cache_loc"),
             "query_start_loc": _like(tokens, starts) if starts is not None else None,
             "max_model_len": self.max_model_len}, names=req_ids)
-        if self.tracker is None or extend is None or prefix is None \
-                or extend.shape != (len(req_ids),) or prefix.shape != extend.shape:
+        # Warn mode hands on what the contract refused: only counts the tracker can read.
+        if self.tracker is None or not isinstance(extend, np.ndarray) \
+                or not isinstance(prefix, np.ndarray) or extend.shape != (len(req_ids),) \
+                or prefix.shape != extend.shape or not _integers(extend) \
+                or not _integers(prefix):
             return target
         empty = np.zeros((0, self.mtp_k), dtype=np.int64)
         self.tracker.schedule(StepPlan(
@@ -347,8 +353,10 @@ class SglangView:
         tokens = getattr(verify_input, "draft_token", None)
         width = getattr(verify_input, "draft_token_num", None)
         size = len(req_ids)
-        starts = np.arange(size + 1, dtype=np.int64) * width if isinstance(width, int) \
-            else None
+        # Spans of draft_token_num tokens, where that is a count they can be laid out by
+        # (SG641 names any other).
+        starts = np.arange(size + 1, dtype=np.int64) * int(width) \
+            if is_int(width) and 0 <= int(width) <= _INT64_MAX // (size + 1) else None
         build(ModelInput, {
             "vocab_size": self.vocab_size,
             "num_slots": self.num_slots if self.num_slots is not None else _ANY_SLOT,
@@ -529,6 +537,9 @@ def _int_vector(value: Any) -> Any:
     return host if host is not None else value
 
 
+_INT64_MAX = 2**63 - 1
+
+
 def _plausible(total: int, stream: Any) -> bool:
     """Whether ``total`` tokens laid out by the batch's counts are few enough to compute
     positions for: within a few times the tokens the batch holds. Counts far past that
@@ -536,6 +547,19 @@ def _plausible(total: int, stream: Any) -> bool:
     (accepted counts of 2**40 asked for 16 TiB); a small mismatch is kept, so that the
     positions' length says by how much the spans miss the stream."""
     return 0 <= total <= 4 * max(_numel(stream), 1024)
+
+
+def _token_ids(value: Any, name: str, boundary: Boundary, subject: str) -> np.ndarray | None:
+    """``value`` as host token ids, or None: when it is not on the host, or (reported as
+    SG002) when it holds something else than integers, which no object of the hand-over
+    would otherwise see (only its count is checked there)."""
+    host = host_array(value)
+    if host is None or _integers(host):
+        return host
+    report(subject, [("SG002", Finding(
+        f"{name} must hold token ids, got {host.dtype} values", name,
+        expected="integer token ids", actual=str(host.dtype)))], boundary=boundary.value)
+    return None
 
 
 def _integers(values: np.ndarray) -> bool:

@@ -101,7 +101,7 @@ def input_batch_of(input_batch: Any, *, mtp_k: int, vocab_size: int,
     num_reqs = len(req_ids)
     counts = _host(input_batch, "num_scheduled_tokens")
     drafts = getattr(input_batch, "num_draft_tokens_per_req", None)
-    drafts = np.zeros(num_reqs, dtype=np.int64) if drafts is None else np.asarray(drafts)
+    drafts = np.zeros(num_reqs, dtype=np.int64) if drafts is None else _vector(drafts)
     starts = _host(input_batch, "query_start_loc_np")[: num_reqs + 1]
     cu = _host(input_batch, "cu_num_logits_np")
     num_tokens = getattr(input_batch, "num_tokens", None)
@@ -126,8 +126,14 @@ def input_batch_of(input_batch: Any, *, mtp_k: int, vocab_size: int,
     computed = _host(input_batch, "num_computed_tokens_np")
     prefill = _host(input_batch, "prefill_len_np")
     mid = np.zeros(num_reqs, dtype=bool)
-    if computed.shape == prefill.shape == counts.shape:
+    if computed.shape == prefill.shape == counts.shape == (num_reqs,) \
+            and _integers(computed, prefill, counts):
         mid = computed.astype(np.int64) + counts < prefill
+    # What the next hand-overs read of the batch: only counts that are counts (warn mode
+    # hands on what the contract refused above; its rows are then one per request).
+    if not isinstance(drafts, np.ndarray) or drafts.shape != (num_reqs,) \
+            or not _integers(drafts):
+        drafts = np.zeros(num_reqs, dtype=np.int64)
     logits = drafts.astype(np.int64) + 1
     return target, Mrv2Batch(req_ids, logits, mid, bool(drafts.shape[0] and drafts.any()))
 
@@ -179,7 +185,7 @@ def _tail_rows(rows: Any, starts: np.ndarray, cu: np.ndarray) -> Any:
     """``query_end - num_logits + j`` per logits row, on ``rows``' backend and device, or
     ``rows`` itself when the host arrays cannot say (the contract reports them)."""
     if rows is None or starts.ndim != 1 or cu.ndim != 1 or starts.shape != cu.shape \
-            or cu.shape[0] < 1:
+            or cu.shape[0] < 1 or not _integers(starts, cu):
         return rows
     bounds: np.ndarray = cu.astype(np.int64)
     per_request: np.ndarray = bounds[1:] - bounds[:-1]
@@ -193,8 +199,27 @@ def _tail_rows(rows: Any, starts: np.ndarray, cu: np.ndarray) -> Any:
 
 
 def _host(obj: Any, name: str) -> np.ndarray:
+    """A host array field of MRV2's ``InputBatch`` (a vector), or an empty one for the
+    contract to report."""
     value = getattr(obj, name, None)
-    return np.asarray(value) if isinstance(value, np.ndarray) else np.zeros(0, dtype=np.int64)
+    if isinstance(value, np.ndarray) and value.ndim >= 1:
+        return np.asarray(value)
+    return np.zeros(0, dtype=np.int64)
+
+
+def _vector(value: Any) -> Any:
+    """``num_draft_tokens_per_req`` as an array when numpy reads it as one, else as it is
+    (the contract reports it)."""
+    try:
+        array = np.asarray(value)
+    except Exception:  # a hostile sequence: the contract says what it is
+        return value
+    return array if array.ndim == 1 else value
+
+
+def _integers(*arrays: np.ndarray) -> bool:
+    """Whether every array holds integers (counts to compute with)."""
+    return all(a.dtype.kind in "iu" for a in arrays)
 
 
 def _value_rules_run() -> bool:
