@@ -410,3 +410,31 @@ def test_sglang_prefill_spans_that_miss_the_stream(extend_lens, codes):
     with pytest.raises(contracts.ContractViolation) as raised:
         view.draft_prefill(prefill, np.array([31, 41]))
     assert [(v.code, v.field) for v in raised.value.violations] == codes
+
+
+@pytest.mark.parametrize("verified_id", [
+    np.array([32, 33, 99, 42, 43, 44, 7], np.float64), np.full(7, np.nan),
+    np.array(list("abcdefg"))], ids=["float", "NaN", "str"])
+def test_sglang_verified_ids_that_are_not_token_ids_are_sg002(verified_id):
+    """The verify output's verified_id is read into the verifier's rows; a float, NaN or
+    string array there is SG002 naming it (only its count is in an object), not a
+    silent cast (floats), an arbitrary id (NaN) or numpy's own error (strings)."""
+    from types import SimpleNamespace
+
+    from specguard.adapters import SglangView
+    from specguard.adapters import examples as ex
+
+    view = SglangView(spec_steps=3, vocab_size=1000, tracker=StepTracker())
+    decode, verify_input = ex._sglang_decode(), ex._sglang_verify_input()
+    verify_output = ex._sglang_verify_output()
+    verify_output.verified_id = verified_id
+    view.schedule(decode)
+    view.drafted(decode, verify_input)
+    with pytest.raises(contracts.ContractViolation) as raised:
+        view.verified(SimpleNamespace(reqs=ex._sglang_reqs(False, False)), verify_input,
+                      verify_output, SimpleNamespace(out_cache_loc=np.arange(9, 17)))
+    (violation,) = raised.value.violations
+    assert (violation.code, violation.subject, violation.field) == (
+        "SG002", "SGLang EagleVerifyOutput", "verified_id")
+    assert violation.reason == (f"verified_id must hold token ids, got {verified_id.dtype} "
+                                "values")
