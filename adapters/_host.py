@@ -9,7 +9,7 @@ import numpy as np
 
 from specguard.contracts import DeviceValues, current_config
 
-__all__ = ["host_array"]
+__all__ = ["holds_integers", "host_array"]
 
 
 def host_array(value: Any) -> np.ndarray | None:
@@ -30,3 +30,11 @@ def host_array(value: Any) -> np.ndarray | None:
         value = value.cpu()
     return value.detach().numpy()  # type: ignore[no-any-return]
 
+
+def holds_integers(*arrays: np.ndarray) -> bool:
+    """Whether every host array holds integers: counts and ids a view may compute with.
+
+    A float, bool or string array is left to the contract, which reports its dtype: cast,
+    it would truncate 1.5, turn NaN into an arbitrary integer, or raise numpy's own error.
+    """
+    return all(a.dtype.kind in "iu" for a in arrays)

@@ -7,7 +7,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from specguard.adapters._host import host_array
+from specguard.adapters._host import holds_integers, host_array
 from specguard.contracts import ScheduledBatch
 
 __all__ = ["UNKNOWN", "IdLookup", "StepLinks", "StepPlan", "is_integer", "rows_in"]
@@ -70,7 +70,7 @@ class StepPlan:
             return None
         seq_ids, is_decode, context, scheduled, drafts, counts = cast(list[np.ndarray], arrays)
         if context.shape != scheduled.shape or context.ndim != 1 \
-                or context.dtype.kind not in "iu" or scheduled.dtype.kind not in "iu":
+                or not holds_integers(context, scheduled):
             return None  # a batch the contract refused (warn mode hands it on): no plan
         handed = batch.drafts_handed_over
         if handed is not None:

@@ -204,12 +204,13 @@ def _int64s(values: Any, name: str) -> np.ndarray:
             expected="integers in [-2**63, 2**63)"))], boundary=Boundary.RANKS.value)
         return np.zeros(0, dtype=np.int64)
     try:
-        if given.dtype.kind == "u" and given.size and int(given.max()) > _INT64.stop - 1:
+        if given.dtype.kind == "O":  # Python ints past int64, or objects: each one read
+            return np.asarray(values, dtype=np.int64).reshape(-1)
+        if given.dtype.kind == "u" and int(given.max()) > _INT64.stop - 1:
             raise OverflowError(f"{int(given.max())} is past int64")
-        ids: np.ndarray = np.asarray(values, dtype=np.int64).reshape(-1)
     except (OverflowError, TypeError, ValueError) as error:
         return _not_sent(name, error)
-    return ids
+    return given.astype(np.int64, copy=False).reshape(-1)
 
 
 def _not_sent(name: str, error: Exception) -> np.ndarray:

@@ -53,7 +53,7 @@ from typing import Any
 import numpy as np
 
 from specguard.adapters._build import build
-from specguard.adapters._host import host_array
+from specguard.adapters._host import holds_integers, host_array
 from specguard.adapters._tracked_names import TrackedNames
 from specguard.adapters.engines.sglang._rids import Picked, RequestIds, read_rids
 from specguard.adapters.engines.sglang.layout import (
@@ -193,7 +193,7 @@ class SglangView:
         nxt = _read(verify_output, "draft_input")
         rows = None
         if accept is not None and isinstance(accept, np.ndarray) and accept.shape == (size,) \
-                and _integers(accept) and finished.shape == (size,):
+                and holds_integers(accept) and finished.shape == (size,):
             # The view's own state first: a violation raised below leaves it right.
             step.accept_length = accept.astype(np.int64)
             step.unfinished = np.flatnonzero(~finished)
@@ -275,7 +275,7 @@ class SglangView:
         assert starts is not None
         # The expected positions, one per re-fed token: only as many as the batch holds
         # (accepted counts out of range are the verify result's violation, not a size).
-        if lens is not None and lens.shape == accept.shape and _integers(lens) \
+        if lens is not None and lens.shape == accept.shape and holds_integers(lens) \
                 and (spans > 0).all() and _plausible(int(starts[-1]), ids):
             owner = np.repeat(np.arange(spans.shape[0]), spans)
             local = np.arange(int(starts[-1])) - np.repeat(starts[:-1], spans)
@@ -315,8 +315,8 @@ class SglangView:
         # Warn mode hands on what the contract refused: only counts the tracker can read.
         if self.tracker is None or not isinstance(extend, np.ndarray) \
                 or not isinstance(prefix, np.ndarray) or extend.shape != (len(req_ids),) \
-                or prefix.shape != extend.shape or not _integers(extend) \
-                or not _integers(prefix):
+                or prefix.shape != extend.shape or not holds_integers(extend) \
+                or not holds_integers(prefix):
             return target
         empty = np.zeros((0, self.mtp_k), dtype=np.int64)
         self.tracker.schedule(StepPlan(
@@ -375,8 +375,8 @@ class SglangView:
         rows = host_array(drafts)
         size = ids.shape[0]
         if lens is None or rows is None or lens.shape != (size,) \
-                or rows.shape != (size, self.mtp_k) or not _integers(lens) \
-                or not _integers(rows):
+                or rows.shape != (size, self.mtp_k) or not holds_integers(lens) \
+                or not holds_integers(rows):
             self.tracker.reset()
             return
         self.tracker.schedule(StepPlan(
@@ -554,7 +554,7 @@ def _token_ids(value: Any, name: str, boundary: Boundary, subject: str) -> np.nd
     SG002) when it holds something else than integers, which no object of the hand-over
     would otherwise see (only its count is checked there)."""
     host = host_array(value)
-    if host is None or _integers(host):
+    if host is None or holds_integers(host):
         return host
     report(subject, [("SG002", Finding(
         f"{name} must hold token ids, got {host.dtype} values", name,
@@ -562,14 +562,8 @@ def _token_ids(value: Any, name: str, boundary: Boundary, subject: str) -> np.nd
     return None
 
 
-def _integers(values: np.ndarray) -> bool:
-    """Whether a host array holds integers: counts and ids to compute with (a float or
-    string array is left to the contract, which reports its dtype)."""
-    return values.dtype.kind in "iu"
-
-
 def _starts(counts: Any) -> np.ndarray | None:
-    if not isinstance(counts, np.ndarray) or counts.ndim != 1 or not _integers(counts):
+    if not isinstance(counts, np.ndarray) or counts.ndim != 1 or not holds_integers(counts):
         return None
     starts = np.zeros(counts.shape[0] + 1, dtype=np.int64)
     np.cumsum(counts, out=starts[1:])
@@ -580,8 +574,8 @@ def _span_positions(prefix: Any, extend: Any, reference: Any) -> Any:
     """``prefix + j`` for the ``j``-th token of each span (what ``ForwardBatch.init_new``
     computes for an extend), on ``reference``'s backend."""
     if not isinstance(prefix, np.ndarray) or not isinstance(extend, np.ndarray) \
-            or prefix.shape != extend.shape or prefix.ndim != 1 or not _integers(prefix) \
-            or not _integers(extend) or (extend < 0).any():
+            or prefix.shape != extend.shape or prefix.ndim != 1 or not holds_integers(prefix) \
+            or not holds_integers(extend) or (extend < 0).any():
         return None
     total = int(extend.sum())
     if not _plausible(total, reference):
@@ -605,7 +599,7 @@ def _verify_rows(verified: np.ndarray | None, accept: np.ndarray,
     """The flat ``verified_id`` as ``(bs, steps + 1)`` rows, ``-1`` padded (the
     ``VerifyOutput`` form), or None when its count is not ``sum(accepted + 1)`` or a
     count is outside ``[0, steps]`` (SG644 reports it)."""
-    if verified is None or verified.ndim != 1 or not _integers(verified) \
+    if verified is None or verified.ndim != 1 or not holds_integers(verified) \
             or (accept < 0).any() or (accept > steps).any():
         return None
     spans = accept + 1

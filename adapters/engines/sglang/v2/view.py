@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from specguard.adapters._build import build
-from specguard.adapters._host import host_array
+from specguard.adapters._host import holds_integers, host_array
 from specguard.adapters._tracked_names import TrackedNames
 from specguard.adapters.engines.sglang._rids import RequestIds, read_rids
 from specguard.adapters.engines.sglang.v2._relay import Relay
@@ -198,8 +198,7 @@ class SglangV2View:
             self.tracker.record_sampled(step.ids, bonus)
         if self.carried is not None and topk_index is not None and topk_index.ndim == 2 \
                 and topk_index.shape[0] == bonus.shape[0] and topk_index.shape[1] >= 1 \
-                and np.issubdtype(bonus.dtype, np.integer) \
-                and np.issubdtype(topk_index.dtype, np.integer):
+                and holds_integers(bonus, topk_index):
             self.carried.made(step.ids, np.stack(
                 [bonus.astype(np.int64), topk_index[:, 0].astype(np.int64)], 1))
 
@@ -255,8 +254,7 @@ class SglangV2View:
         if bonus is None or first is None or bonus.shape != (n,) or first.shape != (n,):
             self.carried.reset()
             return
-        if not np.issubdtype(bonus.dtype, np.integer) or not np.issubdtype(first.dtype,
-                                                                             np.integer):
+        if not holds_integers(bonus, first):
             self.carried.reset()  # the entry's own checks speak for tokens that are not ids
             return
         self.carried.entered(
@@ -325,7 +323,7 @@ def _counts(value: Any, n: int) -> np.ndarray | None:
     may relate steps by (a float or string vector is the entry's violation, not a
     length to follow)."""
     lens = host_array(value)
-    if lens is None or lens.shape != (n,) or not np.issubdtype(lens.dtype, np.integer):
+    if lens is None or lens.shape != (n,) or not holds_integers(lens):
         return None
     return lens
 

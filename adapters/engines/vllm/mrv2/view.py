@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from specguard.adapters._build import build
+from specguard.adapters._host import holds_integers
 from specguard.adapters.engines.vllm.mrv2.layout import (
     Mrv2Drafts,
     Mrv2InputBatch,
@@ -127,12 +128,12 @@ def input_batch_of(input_batch: Any, *, mtp_k: int, vocab_size: int,
     prefill = _host(input_batch, "prefill_len_np")
     mid = np.zeros(num_reqs, dtype=bool)
     if computed.shape == prefill.shape == counts.shape == (num_reqs,) \
-            and _integers(computed, prefill, counts):
+            and holds_integers(computed, prefill, counts):
         mid = computed.astype(np.int64) + counts < prefill
     # What the next hand-overs read of the batch: only counts that are counts (warn mode
     # hands on what the contract refused above; its rows are then one per request).
     if not isinstance(drafts, np.ndarray) or drafts.shape != (num_reqs,) \
-            or not _integers(drafts):
+            or not holds_integers(drafts):
         drafts = np.zeros(num_reqs, dtype=np.int64)
     logits = drafts.astype(np.int64) + 1
     return target, Mrv2Batch(req_ids, logits, mid, bool(drafts.shape[0] and drafts.any()))
@@ -185,7 +186,7 @@ def _tail_rows(rows: Any, starts: np.ndarray, cu: np.ndarray) -> Any:
     """``query_end - num_logits + j`` per logits row, on ``rows``' backend and device, or
     ``rows`` itself when the host arrays cannot say (the contract reports them)."""
     if rows is None or starts.ndim != 1 or cu.ndim != 1 or starts.shape != cu.shape \
-            or cu.shape[0] < 1 or not _integers(starts, cu):
+            or cu.shape[0] < 1 or not holds_integers(starts, cu):
         return rows
     bounds: np.ndarray = cu.astype(np.int64)
     per_request: np.ndarray = bounds[1:] - bounds[:-1]
@@ -215,11 +216,6 @@ def _vector(value: Any) -> Any:
     except Exception:  # a hostile sequence: the contract says what it is
         return value
     return array if array.ndim == 1 else value
-
-
-def _integers(*arrays: np.ndarray) -> bool:
-    """Whether every array holds integers (counts to compute with)."""
-    return all(a.dtype.kind in "iu" for a in arrays)
 
 
 def _value_rules_run() -> bool:
