@@ -177,9 +177,9 @@ class Engine:
         scheduled; the previous forward's outputs."""
         if scheduled is None:
             result = self.runner.flush()
-            if result is None:
+            if result is None and self.scheduler.has_unfinished():
                 raise EngineStalled("nothing can be scheduled and nothing is in flight")
-            return result
+            return result  # None: the last requests were done at admission (P/D)
         return self.runner.execute(scheduled)
 
     def _check_relations(self, result: StepResult | None) -> None:

@@ -132,9 +132,13 @@ class Scheduler:
         """The next step's batch, or None when nothing can run until outputs arrive."""
         self._received = False
         output = self._schedule_once()
-        if output is None and self._received:
+        while output is None and self._received:
             # Only remotely prefilled seqs were admitted, which take no step here: they
-            # decode now, rather than leave a step with nothing to run.
+            # decode now, rather than leave a step with nothing to run. One that is
+            # done at admission (its first token is its last) leaves nothing to run
+            # again, so admit until a batch forms or nobody more is received (each
+            # round takes a seq from the waiting queue: it ends).
+            self._received = False
             output = self._schedule_once()
         return output
 

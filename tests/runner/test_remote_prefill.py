@@ -118,3 +118,27 @@ def test_a_round_that_only_receives_remote_requests_still_runs_a_step():
     with contracts.checking(mode="strict"):
         result = Engine(config(max_num_seqs=1), model=MODEL).generate(requests)
     assert divergence(result, requests) is None
+
+
+def test_requests_done_at_admission_after_the_last_local_one_end_the_run():
+    """The fuzzer's case: one seq at a time, two tokens a step, and remote one-token
+    requests that are done at hand-over. A round that admits only such requests has no
+    batch and nothing in flight; it runs on to the next request, and the run ends when
+    the last one is done (each raised EngineStalled)."""
+    from specguard.runner.config import EngineConfig, ModelConfig
+    from specguard.runner.scheduler import Request
+
+    cfg = EngineConfig(mtp_k=1, block_size=1, num_blocks=65, max_num_seqs=1,
+                       max_num_batched_tokens=2, device="cpu",
+                       model=ModelConfig(vocab_size=61, d_model=32, num_heads=2,
+                                         num_layers=1, d_ff=64))
+    prompts = ([10, 49, 39, 55, 30], [37, 59, 44, 38], [33, 34, 57], [16, 49])
+    requests = [Request(i, np.array(prompt), max_tokens, remote_prefill=i % 2 == 1)
+                for i, (prompt, max_tokens) in enumerate(zip(prompts, (3, 1, 1, 1),
+                                                             strict=True))]
+    with contracts.checking(mode="strict"):
+        result = Engine(cfg).generate(requests)
+    with contracts.checking(mode="off"):
+        unchecked = Engine(cfg).generate(requests)
+    assert [len(result.outputs[i]) for i in range(4)] == [3, 1, 1, 1]
+    assert all((result.outputs[i] == unchecked.outputs[i]).all() for i in range(4))
