@@ -16,10 +16,10 @@ import numpy as np
 
 from specguard.adapters._step_rules import TRANSITION
 from specguard.contracts._core._clearance import clearance
+from specguard.contracts._core._numpy_calls import count_nonzero as _count_nonzero
 
 __all__: list[str] = []
 
-_count_nonzero = np.count_nonzero
 
 
 @clearance("StepTransition", covers=TRANSITION)
@@ -33,16 +33,17 @@ def _clear_transition(step: Any) -> bool:
         return True  # every other rule reads decode rows only
     drafts, placeholder = step.draft_token_ids, step.draft_placeholder
     carried = step.has_proposal & read
-    if carried.any():  # SG602
+    if _count_nonzero(carried):  # SG602
         compared = (np.arange(drafts.shape[1])[None, :] < num_drafts[:, None]) \
             & carried[:, None] & (drafts != step.proposed)
         if placeholder is not None:
             compared &= drafts != placeholder
-        if compared.any():
+        if _count_nonzero(compared):
             return False
     needs = refilled if placeholder is None \
         else refilled | (drafts == placeholder).any(axis=1)
-    if needs.any() and (needs & (step.prev_rows.take(step.decode_positions) < 0)).any():
+    if _count_nonzero(needs) \
+            and _count_nonzero(needs & (step.prev_rows.take(step.decode_positions) < 0)):
         return False  # SG603
     wanted = step.expected_num_drafts
     if _count_nonzero((wanted >= 0) & (num_drafts < wanted)):
@@ -58,6 +59,6 @@ def _clear_transition(step: Any) -> bool:
         handed = step.drafts_handed_over
         if handed is not None:
             unmade &= ~handed
-        if unmade.any():
+        if _count_nonzero(unmade):
             return False
     return True

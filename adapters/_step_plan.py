@@ -9,6 +9,8 @@ import numpy as np
 
 from specguard.adapters._host import holds_integers, host_array
 from specguard.contracts import ScheduledBatch
+from specguard.contracts._core._numpy_calls import count_nonzero as _count_nonzero
+from specguard.contracts._core._numpy_calls import same_ids
 
 __all__ = ["UNKNOWN", "IdLookup", "StepLinks", "StepPlan", "is_integer", "rows_in"]
 
@@ -95,7 +97,7 @@ class StepPlan:
         per_seq = (self.is_decode, self.starts, self.num_scheduled)
         if n < 0 or any(a.shape != (n,) for a in per_seq) or self.is_decode.dtype != bool:
             return False
-        decode = int(np.count_nonzero(self.is_decode))
+        decode = int(_count_nonzero(self.is_decode))
         arrays = (self.seq_ids, self.starts, self.num_scheduled, self.draft_token_ids,
                   self.num_drafts)
         before = self.num_before_drafts
@@ -173,7 +175,7 @@ class IdLookup:
         self._ordered = reference
         self._distinct = False
         if like is not None and like._order is not None \
-                and np.array_equal(like.reference, reference):
+                and same_ids(like.reference, reference):
             self._order, self._ordered, self._distinct = like._order, like._ordered, \
                 like._distinct
 
@@ -181,7 +183,7 @@ class IdLookup:
         """Whether ``ids`` are the reference itself, in order, all distinct (each id's row
         is then its own index)."""
         self._sort()
-        return self._distinct and np.array_equal(ids, self.reference)
+        return self._distinct and same_ids(ids, self.reference)
 
     def _sort(self) -> np.ndarray:
         """The reference's stable sort order, made at the first lookup."""
@@ -189,7 +191,7 @@ class IdLookup:
             reference = self.reference
             self._order = np.argsort(reference, kind="stable")
             self._ordered = reference[self._order]
-            self._distinct = not bool((self._ordered[1:] == self._ordered[:-1]).any())
+            self._distinct = not _count_nonzero(self._ordered[1:] == self._ordered[:-1])
         return self._order
 
     def rows(self, ids: np.ndarray) -> np.ndarray:

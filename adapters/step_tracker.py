@@ -67,10 +67,10 @@ from specguard.contracts import (
     boundary_object,
     current_config,
 )
+from specguard.contracts._core._numpy_calls import count_nonzero as _count_nonzero
 
 __all__ = ["StepLinks", "StepPlan", "StepState", "StepTracker"]
 
-_count_nonzero = np.count_nonzero
 
 
 @boundary_object(Boundary.ANY, minimums={"mtp_k": 1, "step": 0})
@@ -118,7 +118,7 @@ class _Step:
         # whatever the engine scheduled ahead of the drafts (StepPlan.num_before_drafts).
         self.before = np.ones(n, dtype=np.int64)
         if plan.num_before_drafts is not None:
-            self.before[np.flatnonzero(plan.is_decode)] = plan.num_before_drafts
+            self.before[plan.is_decode.nonzero()[0]] = plan.num_before_drafts
         self.drafted = np.zeros(n, dtype=bool)
         self.proposals = np.zeros((n, plan.mtp_k), dtype=np.int64)
         self.num_proposed = np.full(n, plan.mtp_k, dtype=np.int64)
@@ -226,7 +226,7 @@ class StepTracker:
         """Remember the step's proposals short of ``mtp_k``, forget those made whole:
         numpy over the step, a Python loop only over the seqs that change an entry."""
         drafted, counts = np.asarray(state.drafted), state.num_proposed
-        if counts is None or not drafted.any():
+        if counts is None or not _count_nonzero(drafted):
             return
         counts = np.asarray(counts)
         ids = np.asarray(state.seq_ids)
@@ -239,7 +239,7 @@ class StepTracker:
             keys = np.fromiter(short, dtype=np.int64, count=len(short))
             for seq in keys[np.isin(keys, whole)].tolist():
                 del short[seq]
-        if short_rows.any():
+        if _count_nonzero(short_rows):
             for seq, count in zip(ids[short_rows].tolist(), counts[short_rows].tolist(),
                                   strict=True):
                 short.pop(seq, None)  # re-inserted last: the newest entry
@@ -300,7 +300,7 @@ class StepTracker:
         if previous is not None and related:
             remembered = _remembered(plan.seq_ids, links.prev_rows, self._moved_since)
             ends = np.full(remembered.shape[0], UNKNOWN, dtype=np.int64)
-            if keeps_ends and remembered.any():
+            if keeps_ends and _count_nonzero(remembered):
                 ends[remembered] = self._memory.ends(
                     plan.seq_ids[remembered].astype(np.int64))
             fields = _transition(previous, plan, links, rows, self.progress,
@@ -312,12 +312,12 @@ class StepTracker:
             recomputed = _recomputed(plan, self._memory)
             if recomputed is not None:
                 build(RecomputedTokens, recomputed, state=previous, names=names)
-        if rows.any():  # the runner fills these rows completely from the previous step
+        if _count_nonzero(rows):  # the runner fills these rows completely from the previous step
             plan = dataclasses.replace(
                 plan, num_drafts=np.where(rows, plan.mtp_k, plan.num_drafts))
         if not forwarded:
             prefill = ~plan.is_decode
-            if prefill.any():  # a chunk that ran moved its seq on all the same
+            if _count_nonzero(prefill):  # a chunk that ran moved its seq on all the same
                 self._moved_since.append(plan.seq_ids[prefill].astype(np.int64))
                 if keeps_ends:
                     self._memory.advance(plan.seq_ids[prefill].astype(np.int64),
@@ -350,14 +350,14 @@ class StepTracker:
         short = self._short_proposals
         if not short or not plan.stable_ids:
             return None
-        decode = np.flatnonzero(plan.is_decode)
-        absent = np.flatnonzero(links.prev_rows.take(decode) < 0)
+        decode = plan.is_decode.nonzero()[0]
+        absent = (links.prev_rows.take(decode) < 0).nonzero()[0]
         if not absent.shape[0]:
             return None
         ids = plan.seq_ids.take(decode.take(absent)).tolist()
         counts = np.fromiter(map(short.get, ids, repeat(UNKNOWN)), dtype=np.int64,
                              count=len(ids))
-        if not (counts >= 0).any():
+        if not _count_nonzero(counts >= 0):
             return None
         last = np.full(decode.shape[0], UNKNOWN, dtype=np.int64)
         last[absent] = counts
@@ -377,7 +377,7 @@ class StepTracker:
             return None
         if self._seen is None:
             self._seen = SeenSeqs()
-            if self._count == 0 and self._previous is None and decode.any():
+            if self._count == 0 and self._previous is None and _count_nonzero(decode):
                 # Decode seqs in the first batch ran before the tracker watched (a tracker
                 # attached to a running engine, or a P/D consumer's first decode).
                 self._sees_every_seq = False
@@ -388,10 +388,10 @@ class StepTracker:
         first = None
         if checked and self._sees_every_seq:
             first = np.zeros(int(_count_nonzero(decode)), dtype=bool)
-            rows = np.flatnonzero(absent[decode])
+            rows = absent[decode].nonzero()[0]
             if rows.shape[0]:
                 first[rows] = self._seen.unseen(plan.seq_ids[decode][rows])
-        if absent.any():
+        if _count_nonzero(absent):
             self._seen.add(plan.seq_ids[absent])
         return first
 
@@ -418,8 +418,8 @@ class StepTracker:
         at = np.maximum(positions, 0)
         starts = step.plan.starts[at]
         # The rows that emitted tokens for a decode seq of the step, chosen in one pass.
-        rows = np.flatnonzero((positions >= 0) & step.plan.is_decode[at] & (accepted >= 0)
-                              & (accepted < tokens.shape[1]) & (starts >= 0))
+        rows = ((positions >= 0) & step.plan.is_decode[at] & (accepted >= 0)
+                & (accepted < tokens.shape[1]) & (starts >= 0)).nonzero()[0]
         self._memory.emitted_rows(ids[rows], starts[rows] + 1, tokens[rows],
                                   accepted[rows].astype(np.int64) + 1)
 
@@ -449,7 +449,7 @@ class StepTracker:
         chosen = (positions >= 0) & ~plan.is_decode[at] & (plan.starts[at] >= 0)
         if keep is not None:
             chosen &= keep
-        rows = np.flatnonzero(chosen)
+        rows = chosen.nonzero()[0]
         if rows.shape[0]:
             self._memory.emitted_rows(
                 ids[rows], (plan.starts[at] + plan.num_scheduled[at])[rows],
@@ -462,7 +462,7 @@ class StepTracker:
         if step is None or ids is None or accepted is None or not _same_rows(ids, accepted):
             return
         plan = step.plan
-        decode = np.flatnonzero(plan.is_decode)
+        decode = plan.is_decode.nonzero()[0]
         if runs(*VERIFY):
             build(VerifyRows, {
                 "batch_ids": plan.seq_ids[decode], "positions": decode,
@@ -580,7 +580,7 @@ def _transition(previous: StepState, plan: StepPlan, links: StepLinks,
                                 expected).astype(np.int64, copy=False)
         restart = ~plan.is_decode & (plan.starts >= 0) & (plan.starts < expected)
         expected[restart] = UNKNOWN
-    decode = np.flatnonzero(plan.is_decode)
+    decode = plan.is_decode.nonzero()[0]
     decode_rows = decode if same else rows.take(decode)
     same_width = previous.mtp_k == plan.mtp_k and previous.seq_ids.shape[0] > 0
     has_proposal = (decode_rows >= 0) & same_width
@@ -617,7 +617,7 @@ def _recomputed(plan: StepPlan, memory: SeqMemory) -> dict[str, Any] | None:
     """The RecomputedTokens fields of the prefill seqs of ``plan`` whose chunk covers
     positions the verifier emitted tokens for; None when there is nothing to compare."""
     tokens = plan.token_ids
-    prefill = np.flatnonzero(~plan.is_decode)
+    prefill = (~plan.is_decode).nonzero()[0]
     if tokens is None or prefill.shape[0] == 0 or memory.empty():
         return None
     if tokens.ndim != 1 or not np.issubdtype(tokens.dtype, np.integer):

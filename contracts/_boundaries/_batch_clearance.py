@@ -15,11 +15,11 @@ import numpy as np
 
 from specguard.contracts._boundaries._seq_ids import unique_non_negative
 from specguard.contracts._core._clearance import clearance
+from specguard.contracts._core._numpy_calls import count_nonzero as _count_nonzero
 from specguard.contracts._core._values import all_within
 
 __all__: list[str] = []
 
-_count_nonzero = np.count_nonzero
 _minimum = np.minimum.reduce
 _add = np.add.reduce
 

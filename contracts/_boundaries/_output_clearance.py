@@ -17,11 +17,13 @@ import numpy as np
 
 from specguard.contracts._boundaries._seq_ids import unique_non_negative
 from specguard.contracts._core._clearance import clearance
+from specguard.contracts._core._numpy_calls import count_nonzero as _count_nonzero
+from specguard.contracts._core._numpy_calls import maximum_of as _maximum
+from specguard.contracts._core._numpy_calls import minimum_of as _minimum
 from specguard.contracts._core._values import all_within
 
 __all__: list[str] = []
 
-_count_nonzero = np.count_nonzero
 _NONE = -1  # what pads a row past its real tokens
 
 
@@ -29,7 +31,7 @@ def _prefix_layout(tokens: np.ndarray, real: np.ndarray, vocab: int) -> bool:
     """Vocabulary ids exactly where ``real``, ``-1`` everywhere else."""
     if not tokens.size:
         return True
-    if bool(tokens.min() < _NONE) or bool(tokens.max() >= vocab):
+    if bool(_minimum(tokens, None) < _NONE) or bool(_maximum(tokens, None) >= vocab):
         return False
     return not _count_nonzero((tokens != _NONE) != real)
 
@@ -58,9 +60,9 @@ def _clear_request_output(out: Any) -> bool:
     width = tokens.shape[1]
     if not unique_non_negative(out.seq_ids) or not all_within(counts, width + 1):
         return False  # SG010, SG401's counts
-    if given.size and bool(given.min() < 0):
+    if given.size and bool(_minimum(given, None) < 0):
         return False  # SG401
-    if stops.size and (bool(stops.min() < _NONE) or bool(stops.max() >= vocab)):
+    if stops.size and (bool(_minimum(stops, None) < _NONE) or bool(_maximum(stops, None) >= vocab)):
         return False  # SG401's stop ids
     columns = np.arange(width)[None, :]
     if not _prefix_layout(tokens, columns < counts[:, None], vocab):
@@ -85,12 +87,12 @@ def _clear_logits_rows(rows: Any) -> bool:
     n = drafts.shape[0]
     if not unique_non_negative(rows.seq_ids):
         return False  # SG010
-    if n and (bool(drafts.min() < 0) or bool(starts.min() < -1)):
+    if n and (bool(_minimum(drafts, None) < 0) or bool(_minimum(starts, None) < -1)):
         return False  # SG311's counts, SG312's starts
     if drafts.sum() + n != rows.num_logits:
         return False  # SG311
     covered = starts >= 0
-    if not covered.any():  # no per-row data for any request (no grammar this step)
+    if not _count_nonzero(covered):  # no per-row data for any request (no grammar here)
         return not _count_nonzero(counts)  # SG312
     if _count_nonzero(covered & (counts != drafts + 1)) \
             or _count_nonzero(~covered & (counts != 0)):

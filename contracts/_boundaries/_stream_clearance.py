@@ -22,12 +22,13 @@ from specguard.contracts._boundaries.embedding_inputs import (
     steps_within_spans,
 )
 from specguard.contracts._core._clearance import clearance
+from specguard.contracts._core._numpy_calls import count_nonzero as _count_nonzero
+from specguard.contracts._core._numpy_calls import maximum_of as _maximum
+from specguard.contracts._core._numpy_calls import minimum_of as _minimum
 from specguard.contracts._core._values import all_within
 
 __all__: list[str] = []
 
-_count_nonzero = np.count_nonzero
-_maximum = np.maximum.reduce
 
 
 def _positions_step_by_one(positions: np.ndarray, starts: np.ndarray, count: int) -> bool:
@@ -40,7 +41,7 @@ def _positions_step_by_one(positions: np.ndarray, starts: np.ndarray, count: int
 
 def _positions_in_range(positions: np.ndarray, limit: int | None) -> bool:
     if limit is None:
-        return not positions.size or bool(positions.min() >= 0)
+        return not positions.size or bool(_minimum(positions, None) >= 0)
     return all_within(positions, int(limit))
 
 
@@ -93,7 +94,8 @@ def _clear_model_input(m: Any) -> bool:
             or not _positions_step_by_one(positions, starts, real):
         return False  # SG303
     slots = m.slot_mapping
-    if slots.size and (bool(slots.min() < -1) or bool(_maximum(slots, None) >= m.num_slots)):
+    if slots.size and (bool(_minimum(slots, None) < -1)
+                       or bool(_maximum(slots, None) >= m.num_slots)):
         return False  # SG305
     if m.num_padding is None:
         return True

@@ -11,6 +11,7 @@ from specguard.contracts._boundaries._types import Array, Index
 from specguard.contracts._core._arrays import array_kind, is_host
 from specguard.contracts._core._config import Depth
 from specguard.contracts._core._contract import BoundaryObject, boundary_object
+from specguard.contracts._core._numpy_calls import count_nonzero as _count_nonzero
 from specguard.contracts._core._registry import Boundary, rule
 from specguard.contracts._core._values import ValueChecks
 from specguard.contracts._core._violation import Finding
@@ -166,7 +167,6 @@ def _positions(obj: Any, values: ValueChecks) -> Finding | None:
         "same span", "positions", token=i, expected="the previous position + 1"))
 
 
-_count_nonzero = np.count_nonzero
 _minimum = np.minimum
 
 

@@ -21,6 +21,7 @@ from specguard.contracts._boundaries._types import Array, Bool, Index
 from specguard.contracts._core._arrays import array_kind, dtype_name, is_host
 from specguard.contracts._core._config import Depth
 from specguard.contracts._core._contract import BoundaryObject, boundary_object
+from specguard.contracts._core._numpy_calls import count_nonzero as _count_nonzero
 from specguard.contracts._core._registry import Boundary, rule
 from specguard.contracts._core._values import ValueChecks, scalar_mask
 from specguard.contracts._core._violation import Finding
@@ -146,7 +147,6 @@ class ScheduledBatch(BoundaryObject):
 _BATCH = ("ScheduledBatch",)
 # The C functions themselves: the array methods wrap them in Python-level calls.
 _add = np.add.reduce
-_count_nonzero = np.count_nonzero
 
 
 @rule("SG103", "decode seqs are scheduled exactly mtp_k+1 tokens",

@@ -61,6 +61,7 @@ from specguard.contracts import (
     current_config,
     report,
 )
+from specguard.contracts._core._numpy_calls import count_nonzero as _count_nonzero
 from specguard.contracts.ops import ceil_div, is_int
 
 __all__ = ["LAYOUTS", "AtomLayout", "AtomView"]
@@ -69,7 +70,6 @@ _SUBJECT = "ATOM ScheduledBatch"
 _FIRST = itemgetter(0)
 _LIST_ITEM = list.__getitem__
 # The C functions themselves: the array methods add a Python-level call per use.
-_count_nonzero = np.count_nonzero
 _maximum = np.maximum.reduce
 
 

@@ -75,12 +75,12 @@ from specguard.contracts import (
     describe,
     report,
 )
+from specguard.contracts._core._numpy_calls import count_nonzero as _count_nonzero
 from specguard.contracts.ops import PLACEHOLDER, arange_like
 
 __all__ = ["KNOWN_VERSIONS", "LATEST", "PLACEHOLDER", "VllmSchedule", "VllmStep", "VllmView",
            "parse_version"]
 
-_count_nonzero = np.count_nonzero
 
 
 
