@@ -192,6 +192,47 @@ def test_a_worker_of_another_shape_is_refused_and_left_untouched(change, message
     assert draft_worker is None or "draft" not in vars(draft_worker)
 
 
+def _of_0_5_16() -> EAGLEWorkerV2:
+    """0.5.16's overlap worker: ``forward_batch_generation(batch, on_publish)``, no
+    grammar barrier (read off its wheel), which specguard does not read."""
+    worker = EAGLEWorkerV2()
+    full = worker.forward_batch_generation
+
+    def forward_batch_generation(batch: Any, on_publish: Any = None) -> Any:
+        return full(batch, on_publish)
+
+    worker.forward_batch_generation = forward_batch_generation  # type: ignore[method-assign]
+    return worker
+
+
+def test_a_release_without_a_parameter_specguard_does_not_read_installs_and_checks():
+    worker = _of_0_5_16()
+    sglang_install.install(worker)
+    _drive(worker, "join-running-batch")  # clean traffic: no violation
+    worker = _of_0_5_16()
+    sglang_install.install(worker)
+    with pytest.raises(contracts.ContractViolation) as raised:
+        _drive(worker, "sg658-bonus-token-wrong-stride", depth="essential")
+    assert raised.value.violations[0].code == "SG658"
+
+
+def _without_batch(worker: EAGLEWorkerV2) -> None:
+    def forward_batch_generation(schedule_batch: Any, on_publish: Any = None) -> Any:
+        return None
+
+    worker.forward_batch_generation = forward_batch_generation  # type: ignore[method-assign]
+
+
+def test_a_forward_without_the_batch_it_reads_is_refused_naming_it():
+    worker = EAGLEWorkerV2()
+    _without_batch(worker)
+    with pytest.raises(UnsupportedEngine) as refused:
+        sglang_install.install(worker)
+    assert str(refused.value) == (
+        "EAGLEWorkerV2.forward_batch_generation() has no parameter batch, which specguard "
+        "reads (forward_batch_generation(schedule_batch, on_publish))")
+
+
 def test_a_second_install_is_refused():
     worker = EAGLEWorkerV2()
     sglang_install.install(worker)

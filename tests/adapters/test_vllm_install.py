@@ -184,8 +184,12 @@ def test_install_reads_an_unlisted_release_by_what_its_code_has():
     # No _preprocess to read here: the release decides, and the shape says so.
     assert isinstance(new.view, VllmView)
     assert new.shape.masks_placeholders is False and not new.view.masks_placeholders
-    assert new.shape.masking_from == ("release 0.24.0 < 0.33.0 (the runner's source could "
+    assert new.shape.masking_from == ("release 0.24.0 < 0.25.0 (the runner's source could "
                                       "not be read)")
+    later = install_vllm(_Runner(mtp_k=2, drafter=_Drafter033()), version="0.29.0")
+    assert later.shape.masks_placeholders is True
+    assert later.shape.masking_from == ("release 0.29.0 >= 0.25.0 (the runner's source could "
+                                        "not be read)")
 
 
 def test_install_refuses_a_drafter_that_lacks_what_specguard_reads():

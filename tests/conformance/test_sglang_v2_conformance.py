@@ -1,7 +1,8 @@
-"""SGLang 0.5.23's own overlap-worker traffic (its scheduler objects, FutureMap relay,
-verify-input assembly and greedy verify, recorded on CPU), replayed through
-``SglangV2View``: valid traffic gives no violation at the default depth or at full
-depth; buggy traffic exactly its expected rules, naming the request and its row."""
+"""SGLang's own overlap-worker traffic (0.5.16, 0.5.19 and 0.5.23: its scheduler
+objects, FutureMap relay, verify-input assembly and greedy verify, recorded on CPU),
+replayed through ``SglangV2View``: valid traffic gives no violation at the default depth
+or at full depth; buggy traffic exactly its expected rules, naming the request and its
+row."""
 
 from __future__ import annotations
 
@@ -24,8 +25,13 @@ from specguard import contracts
 from specguard.adapters import SglangV2View, StepTracker
 from specguard.adapters.corpus import Corpus, corpus_files, read_corpus
 
-CORPUS = Path(__file__).parent / "corpus" / "sglang" / "0.5.23"
+ROOT = Path(__file__).parent / "corpus" / "sglang"
+#: The releases whose overlap worker (``EAGLEWorkerV2``) the v2 view reads; 0.5.10's
+#: traffic is the v1 worker's (``test_sglang_conformance``).
+RELEASES = ("0.5.16", "0.5.19", "0.5.23")
+CORPUS = ROOT / "0.5.23"
 FILES = sorted(corpus_files(CORPUS))
+EVERY_RELEASE = sorted(path for release in RELEASES for path in corpus_files(ROOT / release))
 DEPTHS = ["essential", "full"]
 
 
@@ -78,7 +84,8 @@ def _events(corpus: Corpus, name: str) -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize("depth", DEPTHS)
-@pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
+@pytest.mark.parametrize("path", EVERY_RELEASE,
+                         ids=[f"{p.parent.name}/{p.stem}" for p in EVERY_RELEASE])
 def test_recorded_sglang_traffic_replays_as_expected(path, depth):
     """Valid runs replay with no violation; a buggy run reports its expected rule first,
     naming the request and its row, and nothing outside its expected rules."""
@@ -93,19 +100,22 @@ def test_recorded_sglang_traffic_replays_as_expected(path, depth):
     assert first.reason.startswith(f"request {expected.seq_id!r}: ")
 
 
-def test_corpus_holds_the_overlap_worker_scenarios():
+@pytest.mark.parametrize("release", RELEASES)
+def test_corpus_holds_the_overlap_worker_scenarios(release):
     """Mixed prompt lengths, finishes at prefill and inside a verify, a request joining
     the running batch, a retract and its re-prefill, batch sizes 1 and 9, and three real
-    bugs re-created, each named by its rule."""
-    valid = {p.stem for p in FILES if read_corpus(p).valid}
+    bugs re-created, each named by its rule: for every release."""
+    files = sorted(corpus_files(ROOT / release))
+    assert {read_corpus(p).engine_version for p in files} == {release}
+    valid = {p.stem for p in files if read_corpus(p).valid}
     assert valid == {"mixed-prompt-lengths", "finish-at-prefill-and-in-verify",
                      "join-running-batch", "retract-and-reprefill", "bs1", "bs9"}
-    buggy = {p.stem: [e.code for e in read_corpus(p).expect] for p in FILES
+    buggy = {p.stem: [e.code for e in read_corpus(p).expect] for p in files
              if not read_corpus(p).valid}
     assert buggy == {"sg650-filter-truncates-relay-rows": ["SG650"],
                      "sg658-bonus-token-wrong-stride": ["SG658"],
                      "sg651-pad-sentinel-in-prefill": ["SG651"]}
-    assert all(read_corpus(p).engine == "sglang" for p in FILES)
+    assert all(read_corpus(p).engine == "sglang" for p in files)
 
 
 def test_batch_sizes_one_and_nine_are_recorded():

@@ -17,6 +17,7 @@ from vllm_traffic import scheduler_output
 from specguard import contracts
 from specguard.adapters import StepTracker, VllmView
 from specguard.adapters.corpus import Corpus, corpus_files, read_corpus
+from specguard.adapters.engines.vllm.release import MASKING_SINCE, parse_version
 
 CORPUS = Path(__file__).parent / "corpus" / "vllm"
 FILES = sorted(corpus_files(CORPUS))
@@ -111,7 +112,7 @@ def test_corpus_covers_every_scenario_of_the_issue_for_each_version():
                  "pd-first-decode"}
     asynchronous = {"async-scheduling", "prefix-cache-hit-async", "async-budget-reentry",
                     "pd-first-decode-async", "pd-async-empty-steps"}
-    for version in ("0.11.0", "0.11.1", "0.24.0", "0.33.0"):
+    for version in ("0.11.0", "0.11.1", "0.17.1", "0.24.0", "0.29.0", "0.33.0"):
         recorded = {p.stem for p in (CORPUS / version).glob("*.json")}
         wanted = scenarios if version == "0.11.0" else scenarios | asynchronous
         assert wanted <= recorded, (version, wanted - recorded)
@@ -120,6 +121,7 @@ def test_corpus_covers_every_scenario_of_the_issue_for_each_version():
         assert {1, 2, 3, 4} <= widths
     assert (CORPUS / "0.33.0" / "dynamic-k.json").exists()
     assert (CORPUS / "0.24.0" / "dynamic-k.json").exists()
+    assert (CORPUS / "0.29.0" / "dynamic-k.json").exists()
 
 
 def test_runner_reads_each_requests_drafts_from_the_tail_of_its_span():
@@ -265,6 +267,17 @@ def test_vllm_0_11_async_reentry_with_placeholders_is_sg603():
     assert _replay(_corpus("0.33.0/async-budget-reentry")) == []
 
 
+def test_vllm_0_29_clamps_the_reentry_placeholders_as_0_33_does():
+    """From 0.25.0 the runner clamps -1 slots before the target embeds them and the
+    rejection sampler rejects them: 0.29.0's re-entry placeholders are masked slots, not
+    drafts, read as such from its version alone (no runner source to read on replay)."""
+    corpus = _corpus("0.29.0/async-budget-reentry")
+    assert corpus.valid
+    assert _replay(corpus) == []
+    assert not VllmView(mtp_k=2, vocab_size=1000, version="0.24.0").masks_placeholders
+    assert VllmView(mtp_k=2, vocab_size=1000, version="0.25.0").masks_placeholders
+
+
 def test_vllm_0_24_embeds_the_reentry_placeholders_as_0_11_does():
     """0.24.0 refills only requests of the previous batch and has no clamp: the same
     re-entry bug as 0.11.1, named by the same rule."""
@@ -277,8 +290,10 @@ def test_vllm_0_24_embeds_the_reentry_placeholders_as_0_11_does():
 
 #: The P/D recordings, and the requests in them whose prompt KV came from a remote prefill.
 PD_RECORDINGS = ["0.11.0/pd-first-decode", "0.11.1/pd-first-decode",
-                 "0.11.1/pd-first-decode-async", "0.24.0/pd-first-decode",
-                 "0.24.0/pd-first-decode-async", "0.33.0/pd-first-decode",
+                 "0.11.1/pd-first-decode-async", "0.17.1/pd-first-decode",
+                 "0.17.1/pd-first-decode-async", "0.24.0/pd-first-decode",
+                 "0.24.0/pd-first-decode-async", "0.29.0/pd-first-decode",
+                 "0.29.0/pd-first-decode-async", "0.33.0/pd-first-decode",
                  "0.33.0/pd-first-decode-async"]
 REMOTE = ("remote", "remote-hit")
 
@@ -295,8 +310,8 @@ def _at_step(corpus: Corpus, name: str, step: int) -> dict[str, Any]:
 def test_vllm_pd_first_decode_after_remote_kv_is_clean(name):
     """P/D decode side: a remote-prefilled request is scheduled only after a step reports
     its KV in finished_recving, then as a new request past all its prompt but the last
-    token (no local prefill: 0.11.x one token, 0.33 padded with [-1] * k slots that its
-    rejection sampler reads as -1); the MTP
+    token (no local prefill: up to 0.24 one token, from 0.25 possibly padded with
+    [-1] * k slots that its rejection sampler reads as -1); the MTP
     head is fed from that one-token forward, its drafts come with the next step, and the
     traffic replays with no violation at full depth."""
     corpus = _corpus(name)
@@ -314,10 +329,15 @@ def test_vllm_pd_first_decode_after_remote_kv_is_clean(name):
         computed = {n["req_id"]: n["num_computed_tokens"] for n in first["scheduled_new_reqs"]}
         assert computed[req_id] > 0
         slots = first["scheduled_spec_decode_tokens"].get(req_id, [])
-        assert slots == ([-1] * k if version == "0.33.0" else [])
+        # From 0.25 the scheduler pads a one-token new request to the batch's k drafts
+        # (only beside decode-only requests in 0.29; always in the 0.33 recordings).
+        pads = parse_version(version) >= MASKING_SINCE
+        assert slots in ([], [-1] * k) if pads else slots == []
+        if version == "0.33.0":
+            assert slots == [-1] * k
         assert first["num_scheduled_tokens"][req_id] == 1 + len(slots)
         row = first["req_ids"].index(req_id)
-        if slots:  # 0.33 gathers them before its clamp: its sampler reads -1 and rejects it
+        if slots:  # gathered before the clamp: its sampler reads -1 and rejects it
             meta = _at_step(corpus, "spec_decode_metadata", first["step"])
             at = sum(meta["num_draft_tokens"][:row])
             assert meta["draft_token_ids"][at:at + k].tolist() == slots

@@ -14,6 +14,25 @@ setproctitle apache-tvm-ffi uvicorn fastapi psutil pyzmq``)::
 
     python tools/record_corpus/sglang_v2.py SRC/sglang-0.5.23          # every scenario
     python tools/record_corpus/sglang_v2.py SRC/sglang-0.5.23 --scenario bs1 --out DIR
+
+The same recorder records the earlier releases that have the overlap worker and no v1
+``EAGLEWorker`` (from 0.5.15.post1 on; 0.5.16 and 0.5.19 are recorded), with
+``--release``, which names the corpus folder and ``engine_version``; they import
+``xgrammar`` and need the transformers they pin (``transformers==5.12.1
+xgrammar==0.2.1``: a newer transformers already registers ``qwen3_asr``, which their
+configs register again)::
+
+    python tools/record_corpus/sglang_v2.py SRC/sglang-0.5.19 --release 0.5.19
+
+The release differences the recorder bridges (each found by what the release has, not by
+its number): ``Req.set_extend_range`` for ``extend_end``, ``kv_committed_len`` on the
+request rather than its ``kv``, ``retract_decode(server_args)``, ``release_kv_cache``
+without ``checkpoint``, no ``accept_index`` on ``GenerationBatchResult``, the tree
+kernels' dispatch and ``TreeMaskMode`` in ``eagle_utils``, the parallel widths stamped at
+group build (0.5.19) or read off the expert-parallel group (0.5.16), and the model
+runner's ``ps`` / ``server_args``. 0.5.15.post1 is not recorded: it has neither
+``eagle_worker_common`` (``build_eagle_verify_input``, ``fill_bonus_tokens_func``) nor
+``sglang.kernels.ops.speculative.spec_tree``: its verify assembly is inside the worker.
     python tools/record_corpus/sglang_v2.py SRC/sglang-0.5.23 --signatures   # ast only
 
 ``--signatures`` reads (with :mod:`ast`, importing nothing) the parameters of the
@@ -69,6 +88,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import importlib.abc
 import importlib.machinery
 import os
@@ -193,6 +213,69 @@ class _Mocked(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         return None
 
 
+def _image_processor_without_torchvision() -> None:
+    """The transformers that SGLang 0.5.19 pins (5.12.1) hands out ``AutoImageProcessor``
+    as a placeholder that needs torchvision, whose own class imports without it; SGLang's
+    configs call its ``register`` on import. Give the real class (a no-op where the
+    installed transformers already does, as the one 0.5.23 pins)."""
+    import transformers
+    from transformers.utils.import_utils import DummyObject
+
+    if isinstance(transformers.AutoImageProcessor, DummyObject):
+        auto = importlib.import_module("transformers.models.auto.image_processing_auto")
+        # transformers' lazy module may have replaced itself in sys.modules
+        sys.modules["transformers"].AutoImageProcessor = auto.AutoImageProcessor  # type: ignore[attr-defined]
+
+
+def _record_stream_on_cpu() -> None:
+    """``Tensor.record_stream`` as a no-op on CPU tensors (one CPU stream: nothing to keep
+    alive across streams). 0.5.19's ``FutureMap._resolve_spec_extras`` calls it on the
+    relay indices unguarded, where torch refuses a CPU tensor; 0.5.23 skips it on CPU."""
+    import torch
+
+    original = torch.Tensor.record_stream
+    if getattr(original, "_specguard_cpu_no_op", False):
+        return
+
+    def record_stream(self: Any, stream: Any) -> None:
+        if self.device.type != "cpu":
+            original(self, stream)
+
+    record_stream._specguard_cpu_no_op = True  # type: ignore[attr-defined]
+    torch.Tensor.record_stream = record_stream  # type: ignore[assignment]
+
+
+def _one_rank_widths() -> None:
+    """0.5.19 reads the derived parallel widths (``moe_ep_size``...) from what
+    ``initialize_model_parallel`` stamps when it builds the process groups, which no CPU
+    run builds: stamp what it stamps for one rank. Releases before it (0.5.16) read the
+    live expert-parallel group: give the one-rank group's size and rank, as the v1
+    recorder does. (0.5.23 computes them from the published ``ServerArgs``.)"""
+    import sglang.srt.runtime_context as runtime_context
+
+    parallel = runtime_context.get_parallel()
+    if hasattr(parallel, "stamp_derived_widths"):
+        parallel.stamp_derived_widths(**runtime_context.derive_parallel_widths(
+            tp_size=1, attn_cp_size=1, attn_dp_size=1, moe_ep_size=1, moe_dp_size=1,
+            dcp_size=1, dcp_enabled=False))
+    elif not hasattr(runtime_context, "derive_parallel_widths"):
+        parallel_state = importlib.import_module("sglang.srt.distributed.parallel_state")
+        if getattr(parallel_state, "_MOE_EP", ()) is None:
+            parallel_state._MOE_EP = SimpleNamespace(  # type: ignore[attr-defined]
+                world_size=1, rank_in_group=0)
+
+
+def _one_rank_state() -> Any:
+    """0.5.19's ``ModelRunner.ps``: the ``ParallelState`` of one rank (``trivial``), which
+    ``ForwardBatch.init_new`` reads; ``None`` in a release without it (0.5.23)."""
+    try:
+        wrapper = importlib.import_module("sglang.srt.distributed.parallel_state_wrapper")
+    except ImportError:
+        return None
+    state = getattr(wrapper, "ParallelState", None)
+    return state.trivial() if state is not None and hasattr(state, "trivial") else None
+
+
 def bootstrap(source_dir: Path, *, steps: int) -> SimpleNamespace:
     """Put the unzipped wheel on sys.path, mock what has no CPU build, publish the global
     ``ServerArgs``, and import what the recorder runs."""
@@ -204,6 +287,8 @@ def bootstrap(source_dir: Path, *, steps: int) -> SimpleNamespace:
 
     with contextlib.suppress(Exception):  # cached False before the mock shadows it
         hf_imports.is_torchvision_available()
+    _image_processor_without_torchvision()
+    _record_stream_on_cpu()
     if not any(isinstance(f, _Mocked) for f in sys.meta_path):
         sys.meta_path.insert(0, _Mocked())
 
@@ -215,6 +300,7 @@ def bootstrap(source_dir: Path, *, steps: int) -> SimpleNamespace:
         model_path="dummy", device="cpu", speculative_algorithm="EAGLE",
         speculative_num_steps=steps, speculative_eagle_topk=1,
         speculative_num_draft_tokens=steps + 1, page_size=1))
+    _one_rank_widths()
 
     import sglang.kernels.ops.speculative.spec_tree as spec_tree
 
@@ -231,6 +317,13 @@ def bootstrap(source_dir: Path, *, steps: int) -> SimpleNamespace:
                  "sglang.srt.managers.utils", "sglang.srt.layers.logits_processor"):
         modules[name.rsplit(".", 1)[1]] = importlib.import_module(name)
     modules["spec_tree"] = spec_tree
+    eagle_utils = modules["eagle_utils"]
+    if not hasattr(spec_tree, "TreeMaskMode"):
+        # 0.5.19: the tree kernels' dispatch (and TreeMaskMode) are in eagle_utils, whose
+        # XPU branches call the same Triton kernels of spec_tree.
+        eagle_utils._is_xpu, eagle_utils._is_cpu = True, False  # type: ignore[attr-defined]
+    modules["TreeMaskMode"] = getattr(spec_tree, "TreeMaskMode", None) or \
+        eagle_utils.TreeMaskMode
     return SimpleNamespace(**modules)
 
 
@@ -251,6 +344,11 @@ class _Models:
 
 
 # --- the recorder -----------------------------------------------------------------------
+
+def _extend_end(req: Any) -> int:
+    """Where this round's extend ends: ``extend_range.end`` (0.5.19) or ``extend_end``."""
+    extend_range = getattr(req, "extend_range", None)
+    return int(extend_range.end if extend_range is not None else req.extend_end)
 
 def _array(tensor: Any) -> Any:
     return tensor.detach().cpu().numpy() if tensor is not None else None
@@ -289,16 +387,32 @@ class _Scheduler:
         self.algo = sg.spec_info.SpeculativeAlgorithm.from_string("EAGLE")
         self.future_map = sg.overlap_utils.FutureMap(
             torch.device("cpu"), self.algo, self.r2t, needs_cpu_seq_lens=True)
-        translator = importlib.import_module(
-            "sglang.srt.mem_cache.kv_index_translator").KVIndexTranslator(
-            req_to_token=self.r2t.req_to_token, token_to_kv_pool_allocator=self.allocator,
-            token_to_kv_pool=kv, page_size=1, device="cpu")
+        try:  # 0.5.19 on; before it ForwardBatch.init_new reads the pools directly
+            translator = importlib.import_module(
+                "sglang.srt.mem_cache.kv_index_translator").KVIndexTranslator(
+                req_to_token=self.r2t.req_to_token,
+                token_to_kv_pool_allocator=self.allocator, token_to_kv_pool=kv,
+                page_size=1, device="cpu")
+        except ModuleNotFoundError:
+            translator = None
+        from sglang.srt.server_args import get_global_server_args
+
+        try:
+            server_args = get_global_server_args()
+        except RuntimeError:  # retired in 0.5.23 (read from the runtime context there)
+            server_args = None
+        # What the releases' ForwardBatch.init_new read of the target's model runner:
+        # server_args (to 0.5.18), ps (0.5.19), kv_index_translator (0.5.19 on).
         self.target_worker = SimpleNamespace(model_runner=SimpleNamespace(
-            attn_backend=SimpleNamespace(verify_mask=None, max_context_len=256),
+            attn_backend=SimpleNamespace(
+                verify_mask=None, max_context_len=256,
+                # the base AttentionBackend's: no preallocated verify buffers (to 0.5.18)
+                get_verify_buffers_to_fill_after_draft=lambda: [None, None]),
             model_config=self.model_config, watermark_state=None, device="cpu",
             is_draft_worker=False, kv_index_translator=translator, lora_manager=None,
             spec_algorithm=self.algo, decode_cuda_graph_runner=None,
-            ngram_embedding_manager=SimpleNamespace(enabled=False)))
+            ngram_embedding_manager=SimpleNamespace(enabled=False), ps=_one_rank_state(),
+            server_args=server_args))
         self.running: Any = None
         self.waiting: list[Any] = []
         self.reqs: dict[str, Any] = {}
@@ -316,7 +430,11 @@ class _Scheduler:
 
     def _admit(self, req: Any) -> None:
         req.init_next_round_input(self.cache)
-        req.extend_end = len(req.full_untruncated_fill_ids)  # PrefillAdder, no chunking
+        end = len(req.full_untruncated_fill_ids)  # PrefillAdder, no chunking
+        if hasattr(req, "set_extend_range"):  # 0.5.19: an extend_range (start, end)
+            req.set_extend_range(len(req.prefix_indices), end)
+        else:
+            req.extend_end = end
 
     # - the loop -
 
@@ -358,7 +476,15 @@ class _Scheduler:
         batch.filter_batch()
 
     def _retract(self) -> None:
-        retracted, _ratio, _ = self.running.retract_decode()
+        import inspect
+
+        retract = self.running.retract_decode
+        if "server_args" in inspect.signature(retract).parameters:  # to 0.5.18
+            from sglang.srt.server_args import get_global_server_args
+
+            retracted, _ratio, _ = retract(get_global_server_args())
+        else:
+            retracted, _ratio, _ = retract()
         for req in retracted:
             self.waiting.append(req)
 
@@ -419,7 +545,7 @@ class _Scheduler:
 
     def _prefill_forward(self, batch: Any, on_publish: Callable[[Any], None]) -> Any:
         torch, sg = self.torch, self.sg
-        contexts = [list(r.full_untruncated_fill_ids[: r.extend_end]) for r in batch.reqs]
+        contexts = [list(r.full_untruncated_fill_ids[: _extend_end(r)]) for r in batch.reqs]
         next_ids = torch.tensor([_Models.target(c) for c in contexts], dtype=torch.int64)
         on_publish(batch.seq_lens)  # new_seq_lens: the prompt, before the sampled token
         first = torch.tensor([[_Models.draft([*c, int(t)])] for c, t in zip(
@@ -465,7 +591,7 @@ class _Scheduler:
         verify_input = sg.eagle_worker_common.build_eagle_verify_input(
             batch, draft_input, parent_list, top_scores_index, draft_tokens, None,
             target_worker=self.target_worker, topk=1, num_steps=self.steps,
-            num_draft_tokens=self.ndt, tree_mask_mode=sg.spec_tree.TreeMaskMode.FULL_MASK,
+            num_draft_tokens=self.ndt, tree_mask_mode=sg.TreeMaskMode.FULL_MASK,
             device="cpu")
         self._record("verify_input", batch, seq_lens=_array(batch.seq_lens),
                      spec_steps=verify_input.spec_steps, topk=verify_input.topk,
@@ -502,11 +628,15 @@ class _Scheduler:
         bonus = torch.empty_like(accept_lens, dtype=torch.int32)
         sg.eagle_worker_common.fill_bonus_tokens_func(accept_tokens, accept_lens, bonus,
                                                       accept_index.shape[1], bs)
+        # 0.5.19's GenerationBatchResult has no accept_index (run_eagle_verify keeps it)
+        has_index = "accept_index" in {
+            f.name for f in dataclasses.fields(sg.utils.GenerationBatchResult)}
         result = sg.utils.GenerationBatchResult(
             logits_output=output, next_token_ids=predict, can_run_cuda_graph=False,
             speculative_num_draft_tokens=ndt,
             next_draft_input=sg.eagle_info.EagleDraftInput(bonus_tokens=bonus),
-            accept_lens=accept_lens, accept_index=accept_index, new_seq_lens=new_seq_lens)
+            accept_lens=accept_lens, new_seq_lens=new_seq_lens,
+            **({"accept_index": accept_index} if has_index else {}))
         self._record("verified", batch, seq_lens=_array(batch.seq_lens),
                      next_token_ids=_array(predict), accept_lens=_array(accept_lens),
                      accept_index=_array(accept_index), new_seq_lens=_array(new_seq_lens),
@@ -532,12 +662,23 @@ class _Scheduler:
 
     # - result processing (stand-in for process_batch_result_*) -
 
+    def _release(self, req: Any) -> None:
+        """``release_kv_cache`` for a finished request, the tree keeping what it can key:
+        ``checkpoint=True`` (0.5.23), ``is_insert=True`` (0.5.19, its default)."""
+        import inspect
+
+        release = self.sg.common.release_kv_cache
+        if "checkpoint" in inspect.signature(release).parameters:
+            release(req, self.cache, checkpoint=True)
+        else:
+            release(req, self.cache)
+
     def _commit_prefill(self, batch: Any, result: Any) -> None:
         for req, token in zip(batch.reqs, result.next_token_ids.tolist(), strict=True):
             req.output_ids.append(int(token))
             req.update_finish_state()
             if req.finished():
-                self.sg.common.release_kv_cache(req, self.cache, checkpoint=True)
+                self._release(req)
 
     def _commit_decode(self, batch: Any, result: Any) -> None:
         predict = result.next_token_ids.tolist()
@@ -546,11 +687,13 @@ class _Scheduler:
             if req.finished() or req.is_retracted:
                 continue
             tokens = predict[i * self.ndt: i * self.ndt + n]
-            req.kv.kv_committed_len += len(tokens)
+            # on the request's kv info (0.5.19 on), on the request itself before
+            owner = req.kv if hasattr(req.kv, "kv_committed_len") else req
+            owner.kv_committed_len += len(tokens)
             req.output_ids.extend(tokens)
             req.update_finish_state(len(tokens))
             if req.finished():
-                self.sg.common.release_kv_cache(req, self.cache, checkpoint=True)
+                self._release(req)
 
 
 # --- the bugs, re-created at run time ---------------------------------------------------
@@ -564,11 +707,12 @@ def _bug(sg: SimpleNamespace, name: str | None) -> Iterator[None]:
     if name == "filter-truncates":
         original = sg.eagle_info.EagleDraftInput.filter_batch
 
-        def filter_batch(self: Any, new_indices: Any, new_indices_cpu: Any = None) -> None:
+        def filter_batch(self: Any, new_indices: Any, *args: Any, **kwargs: Any) -> None:
+            # (to 0.5.18 filter_batch also takes has_been_filtered: passed on as given)
             if self.future_indices is not None:  # the pre-#9252 truncation
                 self.future_indices = self.future_indices[: len(new_indices)]
                 return
-            original(self, new_indices, new_indices_cpu)
+            original(self, new_indices, *args, **kwargs)
 
         patches.append(mock.patch.object(sg.eagle_info.EagleDraftInput, "filter_batch",
                                          filter_batch))
@@ -659,13 +803,13 @@ def signatures(source_dir: str | Path) -> dict[str, Any]:
 
 # --- writing -----------------------------------------------------------------------------
 
-def record_scenario(sg: SimpleNamespace, scenario: Scenario) -> Any:
+def record_scenario(sg: SimpleNamespace, scenario: Scenario, release: str = RELEASE) -> Any:
     from specguard.adapters.corpus import Corpus, Event, encode_tree
 
     with _bug(sg, scenario.bug):
         events = _Scheduler(sg, scenario).run()
     return Corpus(
-        engine="sglang", engine_version=RELEASE, scenario=scenario.name,
+        engine="sglang", engine_version=release, scenario=scenario.name,
         description=scenario.description,
         config={"spec_steps": scenario.steps, "topk": 1,
                 "num_draft_tokens": scenario.steps + 1, "vocab_size": VOCAB},
@@ -674,20 +818,21 @@ def record_scenario(sg: SimpleNamespace, scenario: Scenario) -> Any:
 
 
 def record(source_dir: str | Path, corpus_dir: str | Path | None = None, *,
-           scenarios: list[str] | None = None) -> list[Path]:
-    """Record every scenario (or ``scenarios``) of SGLang 0.5.23 from the unzipped wheel
-    at ``source_dir`` into ``corpus_dir`` (default: the repository's
-    ``tests/conformance/corpus/sglang/0.5.23``); return the files written."""
+           scenarios: list[str] | None = None, release: str = RELEASE) -> list[Path]:
+    """Record every scenario (or ``scenarios``) of SGLang ``release`` (0.5.23 unless
+    told) from the unzipped wheel at ``source_dir`` into ``corpus_dir`` (default: the
+    repository's ``tests/conformance/corpus/sglang/<release>``); return the files
+    written."""
     from specguard.adapters.corpus import write_corpus
 
-    out = Path(corpus_dir) if corpus_dir is not None else CORPUS / RELEASE
+    out = Path(corpus_dir) if corpus_dir is not None else CORPUS / release
     out.mkdir(parents=True, exist_ok=True)
     chosen = [SCENARIOS[n] for n in (scenarios or list(SCENARIOS))]
     sg = bootstrap(Path(source_dir), steps=chosen[0].steps)
     written = []
     for scenario in chosen:
         path = out / f"{scenario.name}.json"
-        write_corpus(path, record_scenario(sg, scenario))
+        write_corpus(path, record_scenario(sg, scenario, release))
         written.append(path)
         print(f"wrote {path}")
     return written
@@ -698,6 +843,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("source", help="the unzipped sglang-0.5.23 wheel")
     parser.add_argument("--scenario", action="append", choices=sorted(SCENARIOS))
     parser.add_argument("--out", help="corpus folder (default: the repository's)")
+    parser.add_argument("--release", default=RELEASE,
+                        help=f"the release of the wheel (default {RELEASE}; also 0.5.19)")
     parser.add_argument("--signatures", action="store_true",
                         help=f"write {SIGNATURES.name} instead of the corpus")
     args = parser.parse_args(argv)
@@ -708,7 +855,7 @@ def main(argv: list[str] | None = None) -> int:
                               encoding="utf-8")
         print(f"wrote {SIGNATURES}")
         return 0
-    record(args.source, args.out, scenarios=args.scenario)
+    record(args.source, args.out, scenarios=args.scenario, release=args.release)
     return 0
 
 

@@ -17,17 +17,17 @@ What is vLLM's own code, imported from the source tree you point at:
   logits are sampled and where the drafts are read;
 * ``CachedRequestState.get_token_id`` (the drafter's backup token),
   ``EagleProposer.prepare_next_token_ids_padded`` and ``prepare_inputs_padded`` (on a
-  stand-in proposer). In 0.33 these launch triton kernels: the script runs them in
+  stand-in proposer). From 0.17.1 on these launch triton kernels: the script runs them in
   triton's interpreter on CPU (``TRITON_INTERPRET=1``, and ``CUDA_VISIBLE_DEVICES=""`` so
   that vLLM does not disable triton for want of a GPU driver).
 
 What is simulated: the batch order (``InputBatch``: holes filled, then condensed), the
 token buffer (drafts written after a request's tokens, async placeholders overwritten from
-the previous step's drafts for requests in the previous batch, 0.33's clamp of ``-1``
-before embedding where the source tree's own ``_preprocess`` has it: 0.24.0 has none), a
-toy target model and draft model (``target_next``/``draft_next``), and the greedy
-rejection sampler's output layout (``-1`` padded, left-packed), and the decode side's KV
-connector (``RemotePrefillConnector`` below: NixlConnector's scheduler
+the previous step's drafts for requests in the previous batch, the clamp of ``-1`` before
+embedding where the source tree's own ``_preprocess`` has it: 0.29.0 and 0.33.0 do, 0.17.1
+and 0.24.0 have none), a toy target model and draft model (``target_next``/``draft_next``),
+and the greedy rejection sampler's output layout (``-1`` padded, left-packed), and the
+decode side's KV connector (``RemotePrefillConnector`` below: NixlConnector's scheduler
 decisions for ``do_remote_prefill``, with each load received one step after it starts). The
 configuration is a stand-in ``VllmConfig`` around vLLM's own sub-configs, because
 ``ModelConfig`` wants a Hugging Face model.
@@ -54,11 +54,12 @@ llguidance xgrammar numba einops``. Then, from the repository root::
     python tools/record_corpus/vllm.py SRC/vllm-0.11.1              # every scenario
     python tools/record_corpus/vllm.py SRC/vllm-0.33.0 --scenario dynamic-k --out DIR
 
-Recorded with vLLM 0.11.0, 0.11.1, 0.24.0 and 0.33.0. Each event is one hand-over, with
-vLLM's own field names: ``schedule`` (the ``SchedulerOutput`` and the runner's batch order),
-``spec_decode_metadata`` (what ``_calc_spec_decode_metadata`` read), ``verified`` (the
-rejection sampler's rows), ``drafter_input`` (the arguments of ``propose``),
-``drafted`` (the proposals) and ``kv_connector_output`` (the loads a step reports in
+Recorded with vLLM 0.11.0, 0.11.1, 0.17.1, 0.24.0, 0.29.0 and 0.33.0; which scenarios a
+release gets is read from its source tree (``Scenario.needs``). Each event is one
+hand-over, with vLLM's own field names: ``schedule`` (the ``SchedulerOutput`` and the
+runner's batch order), ``spec_decode_metadata`` (what ``_calc_spec_decode_metadata``
+read), ``verified`` (the rejection sampler's rows), ``drafter_input`` (the arguments of
+``propose``), ``drafted`` (the proposals) and ``kv_connector_output`` (the loads a step reports in
 ``finished_recving``). The scenarios (``SCENARIOS``): mixed-batch, chunked-prefill,
 preempt-recompute, empty-schedule, async-scheduling, prefix-cache-hit(-async), mtp-k1,
 mtp-k4, dynamic-k, discarded-chunk-next-token, async-budget-reentry,
@@ -70,6 +71,7 @@ bug.
 from __future__ import annotations
 
 import argparse
+import ast
 import dataclasses
 import importlib
 import inspect
@@ -77,6 +79,7 @@ import logging
 import os
 import re
 import sys
+import textwrap
 import types
 from collections import deque
 from collections.abc import Callable
@@ -296,7 +299,8 @@ def make_scheduler(vllm: Any, *, mtp_k: int, method: str = "mtp", async_scheduli
         multimodal_config=None, return_sampling_mask=False, hf_config=None,
         is_multimodal_model=False, enable_return_routed_experts=False,
         skip_tokenizer_init=True, architecture="DeepseekV3ForCausalLM",
-        is_hybrid=False, uses_xdrope_dim=0, get_vocab_size=lambda: VOCAB)
+        is_hybrid=False, uses_xdrope_dim=0, uses_xdrope=False,
+        get_vocab_size=lambda: VOCAB)
     spec_attrs: dict[str, Any] = dict(
         num_speculative_tokens=mtp_k, method=method, disable_padded_drafter_batch=False,
         num_speculative_tokens_per_batch_size=dynamic_k, disable_eagle_block_drop=False,
@@ -618,23 +622,27 @@ class SimRunner:
         proposer = types.SimpleNamespace(
             backup_next_token_ids=Buffer(max(num_reqs, 1), torch.int32),
             arange=torch.arange(10000, dtype=torch.int32))
-        if self.version < (0, 12, 0):
+        # the arguments as the source tree's own signature names them: 0.11.x takes the
+        # discarded rows' indices and their count, later trees a mask; 0.17.1 still takes
+        # the attention metadata first, 0.24.0 no longer does
+        prepare_next = self._proposer_cls.prepare_next_token_ids_padded
+        wanted = _parameters(prepare_next)
+        args: list[Any] = [cam] if "common_attn_metadata" in wanted else []
+        args += [sampled, requests, batch]
+        if "discard_request_indices" in wanted:
             indices = torch.tensor(np.flatnonzero(discard), dtype=torch.int64)
-            next_ids, valid_count = self._proposer_cls.prepare_next_token_ids_padded(
-                proposer, cam, sampled, requests, batch, indices, int(indices.shape[0]))
+            args += [indices, int(indices.shape[0])]
         else:
-            next_ids, valid_count = self._proposer_cls.prepare_next_token_ids_padded(
-                proposer, sampled, requests, batch, torch.from_numpy(discard))
+            args.append(torch.from_numpy(discard))
+        next_ids, valid_count = prepare_next(proposer, *args)
         if metadata is None:
             last = None
             target_ids, target_pos = input_ids[:total], positions[:total]
         else:
-            if self.version < (0, 12, 0):
-                cam, _, last = self._proposer_cls.prepare_inputs_padded(
-                    proposer, cam, metadata, valid_count)
-            else:
-                cam, last, _ = self._proposer_cls.prepare_inputs_padded(
-                    proposer, cam, metadata, valid_count)
+            prepare_inputs = self._proposer_cls.prepare_inputs_padded
+            returned = prepare_inputs(proposer, cam, metadata, valid_count)
+            cam = returned[0]
+            last = returned[_returned_at(prepare_inputs, "token_indices_to_sample")]
             target_ids, target_pos = input_ids[:total], positions[:total]
         k = int(getattr(so, "num_spec_tokens_to_schedule", 0) or self.mtp_k)
         fields: dict[str, Any] = {
@@ -642,7 +650,7 @@ class SimRunner:
             "next_token_ids": next_ids.clone().to(torch.int32),
             "last_token_indices": None if last is None else last.clone(),
             "query_start_loc": cam.query_start_loc.clone()}
-        if self.version >= (0, 12, 0):
+        if "num_speculative_tokens" in _parameters(self._proposer_cls.propose):
             fields["num_speculative_tokens"] = k
         self.record("drafter_input", fields)
         sample_at = last if last is not None else cam.query_start_loc[1:] - 1
@@ -665,13 +673,32 @@ class SimRunner:
         return view
 
 
+def _parameters(function: Callable[..., Any]) -> list[str]:
+    """The parameter names of a method of the source tree, without ``self``."""
+    return [name for name in inspect.signature(function).parameters if name != "self"]
+
+
+def _returned_at(function: Callable[..., Any], name: str) -> int:
+    """Where the tuple ``function`` returns holds the variable ``name``, read from its
+    source (``prepare_inputs_padded`` returns ``token_indices_to_sample`` third in 0.11.x
+    and second from 0.17.1 on)."""
+    tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Return) and isinstance(node.value, ast.Tuple):
+            names = [ast.unparse(item) for item in node.value.elts]
+            if name in names:
+                return names.index(name)
+    raise SystemExit(f"{function.__qualname__} returns no {name}")
+
+
 _CLAMP = re.compile(r"input_ids\.gpu\[[^\]]*\]\.clamp_\(min=0\)")
 
 
 def clamps_placeholders(runner_cls: type) -> bool:
     """Whether vLLM's own ``GPUModelRunner._preprocess`` clamps the ``-1`` draft
-    placeholders in ``input_ids`` to 0 before the target embeds them (0.33.0 does; 0.11.x
-    and 0.24.0 have no such statement). Read from the source tree, not from a version."""
+    placeholders in ``input_ids`` to 0 before the target embeds them (0.29.0 and 0.33.0 do;
+    0.11.x, 0.17.1 and 0.24.0 have no such statement). Read from the source tree, not
+    from a version."""
     preprocess = getattr(runner_cls, "_preprocess", None)
     if preprocess is None:
         return False
@@ -850,16 +877,49 @@ def prompt(seed: int, n: int) -> list[int]:
     return [(seed * 37 + i * 11) % 997 + 1 for i in range(n)]
 
 
+def async_schedules_drafts() -> bool:
+    """Whether the source tree's ``AsyncScheduler`` schedules drafts: its
+    ``_update_after_schedule`` gives a request ``-1`` placeholders in ``spec_token_ids``
+    (0.11.1 on; 0.11.0's has a TODO there, and its EngineArgs refuse async scheduling with
+    speculative decoding)."""
+    from vllm.v1.core.sched.async_scheduler import AsyncScheduler
+
+    return "spec_token_ids" in inspect.getsource(AsyncScheduler._update_after_schedule)
+
+
+def has_dynamic_k() -> bool:
+    """Whether the source tree's ``SpeculativeConfig`` has dynamic speculative decoding
+    (``num_speculative_tokens_per_batch_size``: 0.24.0 has it, 0.17.1 not yet)."""
+    from vllm.config import SpeculativeConfig
+
+    names = {f.name for f in dataclasses.fields(SpeculativeConfig)} \
+        if dataclasses.is_dataclass(SpeculativeConfig) else set()
+    names |= set(getattr(SpeculativeConfig, "__annotations__", {}))
+    return "num_speculative_tokens_per_batch_size" in names
+
+
+#: The releases the corpus holds, oldest first.
+RECORDED = ("0.11.0", "0.11.1", "0.17.1", "0.24.0", "0.29.0", "0.33.0")
+
+
 @dataclasses.dataclass
 class Scenario:
+    """One recording. Which releases get it is what ``needs`` asks of the source tree
+    (every release when empty); ``versions`` lists the releases the corpus holds it for."""
+
     name: str
     description: str
     mtp_k: int
     drive: Callable[[Engine], None]
-    versions: tuple[str, ...] = ("0.11.0", "0.11.1", "0.24.0", "0.33.0")
+    versions: tuple[str, ...] = RECORDED
     async_scheduling: bool = False
     options: dict[str, Any] = dataclasses.field(default_factory=dict)
     expect: Callable[[Engine], list[dict[str, Any]]] | None = None
+    needs: tuple[Callable[[], bool], ...] = ()
+
+    def applies(self) -> bool:
+        """Whether the booted source tree has what this scenario needs."""
+        return all(need() for need in self.needs)
 
 
 def _mixed(e: Engine) -> None:
@@ -977,8 +1037,10 @@ def _pd_empty_steps(e: Engine) -> None:
 
 
 #: Releases whose async scheduling supports speculative decoding (0.11.0's does not: its
-#: EngineArgs say so, and its AsyncScheduler never schedules drafts).
-ASYNC_SPEC = ("0.11.1", "0.24.0", "0.33.0")
+#: EngineArgs say so, and its AsyncScheduler never schedules drafts); a scenario that
+#: needs it has ``needs=ASYNC``.
+ASYNC_SPEC = RECORDED[1:]
+ASYNC = (async_schedules_drafts,)
 
 SCENARIOS = [
     Scenario("mixed-batch", "Decode requests and new prefills in one batch, mtp_k=3.", 3,
@@ -995,19 +1057,21 @@ SCENARIOS = [
              options=dict(max_num_batched_tokens=32)),
     Scenario("async-scheduling", "AsyncScheduler: -1 draft placeholders the runner fills "
              "from the previous step, scheduled one step ahead of the results.", 2, _async,
-             async_scheduling=True, versions=ASYNC_SPEC, options=dict(max_num_batched_tokens=16)),
+             async_scheduling=True, versions=ASYNC_SPEC, needs=ASYNC,
+             options=dict(max_num_batched_tokens=16)),
     Scenario("prefix-cache-hit", "Prefix caching: a partial hit and a full hit (the whole "
              "prompt cached; 0.33 pads the new request with [-1] * k draft slots).", 2,
              _prefix, options=dict(max_num_batched_tokens=32)),
     Scenario("prefix-cache-hit-async", "The prefix-cache scenario under async scheduling.",
-             2, _prefix, async_scheduling=True, versions=ASYNC_SPEC,
+             2, _prefix, async_scheduling=True, versions=ASYNC_SPEC, needs=ASYNC,
              options=dict(max_num_batched_tokens=32)),
     Scenario("mtp-k1", "Two decoding requests, mtp_k=1.", 1, _simple,
              options=dict(max_num_batched_tokens=32)),
     Scenario("mtp-k4", "Two decoding requests, mtp_k=4.", 4, _simple,
              options=dict(max_num_batched_tokens=32)),
     Scenario("dynamic-k", "Dynamic speculative decoding: K_t=3 at batch size 1 and K_t=1 "
-             "above, for mtp_k=3.", 3, _dynamic, versions=("0.24.0", "0.33.0"),
+             "above, for mtp_k=3.", 3, _dynamic, versions=("0.24.0", "0.29.0", "0.33.0"),
+             needs=(has_dynamic_k,),
              options=dict(max_num_batched_tokens=32, dynamic_k=[(1, 1, 3), (2, 8, 1)])),
     Scenario("discarded-chunk-next-token", "The vLLM seed (fixed by PR #26231): a batch "
              "without drafts and a discarded chunked-prefill row. 0.11.0's max_gen_len == 1 "
@@ -1018,7 +1082,7 @@ SCENARIOS = [
              "request left out of a step keeps its [-1] * k placeholders and re-enters the "
              "next batch with them. Before vLLM #37629/#46899 nothing overwrites them and "
              "0.11.1 embeds the -1; 0.33.0 clamps them before the embedding.", 2, _reentry,
-             async_scheduling=True, versions=ASYNC_SPEC,
+             async_scheduling=True, versions=ASYNC_SPEC, needs=ASYNC,
              options=dict(max_num_batched_tokens=6, max_num_seqs=4),
              expect=_reentry_expect),
     Scenario("pd-first-decode", "Decode side of P/D disaggregation (a kv_consumer KV "
@@ -1034,6 +1098,7 @@ SCENARIOS = [
              "finished_recving after it has scheduled the next step), and its first decode "
              "with drafts carries -1 placeholders the runner fills from its first step's "
              "proposal.", 2, _pd_first_decode, async_scheduling=True, versions=ASYNC_SPEC,
+             needs=ASYNC,
              options=dict(max_num_batched_tokens=32, kv_consumer=True)),
     Scenario("pd-async-empty-steps", "Async P/D decode side, mtp_k=3: three remote-prefilled "
              "requests. The steps that only wait for their KV schedule nothing and run no "
@@ -1041,7 +1106,7 @@ SCENARIOS = [
              "request waits for its results schedules nothing either. The runner keeps its "
              "previous-step buffers across such a step, so a request back after it has its "
              "-1 placeholders filled from the last forward.", 3, _pd_empty_steps,
-             async_scheduling=True, versions=ASYNC_SPEC,
+             async_scheduling=True, versions=ASYNC_SPEC, needs=ASYNC,
              options=dict(max_num_batched_tokens=32, kv_consumer=True)),
 ]
 
@@ -1109,7 +1174,7 @@ def record_cli(argv: list[str] | None, *, description: str, folder: str,
 
 def main(argv: list[str] | None = None) -> int:
     return record_cli(argv, description=__doc__.split("\n\n")[0], folder="vllm",
-                      scenarios=lambda version: [s for s in SCENARIOS if version in s.versions],
+                      scenarios=lambda version: [s for s in SCENARIOS if s.applies()],
                       record_one=record)
 
 

@@ -172,13 +172,15 @@ def clamp_of(cls: ast.ClassDef, source: str) -> tuple[str, str] | None:
 
 def mrv2_speculator(src: Path) -> str:
     """The class ``init_speculator`` builds for ``method="mtp"``: the class imported in
-    the branch that tests ``method == "mtp"`` (else the one named MTPSpeculator)."""
+    the branch that tests ``method == "mtp"``, else in the one that tests ``use_eagle()``
+    (which is true for MTP: 0.17's only speculator is EAGLE's), else MTPSpeculator."""
     tree = parse(src / MRV2_SPEC_DIR / "__init__.py")
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "== 'mtp'" in ast.unparse(node.test):
-            for inner in ast.walk(ast.Module(body=node.body, type_ignores=[])):
-                if isinstance(inner, ast.ImportFrom):
-                    return inner.names[0].name
+    for test in ("== 'mtp'", "use_eagle()"):
+        for node in ast.walk(tree):
+            if isinstance(node, ast.If) and test in ast.unparse(node.test):
+                for inner in ast.walk(ast.Module(body=node.body, type_ignores=[])):
+                    if isinstance(inner, ast.ImportFrom):
+                        return inner.names[0].name
     return "MTPSpeculator"
 
 

@@ -18,13 +18,15 @@ __all__ = ["ENV_VERSION", "KNOWN_VERSIONS", "LATEST", "MASKING_SINCE",
            "STRIDED_BITMASK_SINCE", "parse_version", "release_from_environment", "release_of"]
 
 #: vLLM releases whose traffic the conformance corpus holds, oldest first.
-KNOWN_VERSIONS = ("0.11.0", "0.11.1", "0.24.0", "0.33.0")
+KNOWN_VERSIONS = ("0.11.0", "0.11.1", "0.17.1", "0.24.0", "0.29.0", "0.33.0")
 #: The release a view reads by default: the newest known one.
 LATEST = KNOWN_VERSIONS[-1]
-#: The first recorded release whose ``GPUModelRunner`` clamps ``-1`` draft slots to 0
-#: before the target embeds them (``_preprocess``), whose rejection sampler rejects a
-#: ``-1`` draft, and whose scheduler pads a fully cached new request with ``[-1] * k``.
-MASKING_SINCE = (0, 33, 0)
+#: The first release whose ``GPUModelRunner`` clamps ``-1`` draft slots to 0 before the
+#: target embeds them (``_preprocess``), whose rejection sampler rejects a ``-1`` draft,
+#: and whose scheduler pads a new request that decodes at once with ``[-1] * k`` (to keep
+#: the batch's drafts uniform for full CUDA graphs). Read from the sources: 0.24.0 has
+#: neither the clamp nor the padding, 0.25.0 and every later release have both.
+MASKING_SINCE = (0, 25, 0)
 #: The first recorded release whose grammar bitmask gives every structured-output request
 #: a block of the same number of rows (``rows // requests``, of which the runner takes the
 #: request's ``1 + K``); before it the blocks are packed, ``1 + K`` rows each.

@@ -15,7 +15,7 @@ release whose code has those names is checked, whatever it calls itself:
   the source of ``GPUModelRunner._preprocess`` (0.33.0:
   ``self.input_ids.gpu[:num_input_tokens].clamp_(min=0)``; 0.24.0 has no clamp, so a
   ``-1`` slot it embeds is a bug there, not a masked slot). Where the source cannot be
-  read, the release decides (clamped from 0.33.0 on), and the shape says so.
+  read, the release decides (clamped from 0.25.0 on), and the shape says so.
 
 A runner whose methods lack what specguard reads is refused with one line naming the
 method and the parameters it lacks.

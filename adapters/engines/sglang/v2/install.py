@@ -1,4 +1,4 @@
-"""One call to check a live SGLang 0.5.23 ``EAGLEWorkerV2``: :func:`install` / :func:`uninstall`.
+"""One call to check a live SGLang ``EAGLEWorkerV2``: :func:`install` / :func:`uninstall`.
 
 ::
 
@@ -10,7 +10,8 @@
 
 ``install`` wraps three methods of that one worker (the classes are left alone):
 
-* ``forward_batch_generation(batch, on_publish, grammar_barrier, pp_proxy_tensors)``: the
+* ``forward_batch_generation(batch, ...)`` (0.5.23: ``batch, on_publish, grammar_barrier,
+  pp_proxy_tensors``; 0.5.16: ``batch, on_publish``): the
   ``ScheduleBatch`` is checked as it enters (``resolve_forward_inputs`` has run;
   :meth:`~specguard.adapters.engines.sglang.v2.view.SglangV2View.schedule`), and the
   result's ``next_draft_input`` as it leaves (``SglangV2View.drafted``);
@@ -18,8 +19,9 @@
   (``SglangV2View.verify_input``);
 * ``verify(batch, ...)``: ``run_eagle_verify``'s result (``SglangV2View.verified``).
 
-Every method is checked against the parameters 0.5.23 has before the first is wrapped;
-a worker of another shape is refused with :class:`UnsupportedEngine` and left untouched.
+Every method is checked for the parameters specguard reads before the first is wrapped
+(the overlap worker's traffic of 0.5.16, 0.5.19 and 0.5.23 is in the conformance corpus);
+a worker without them is refused with :class:`UnsupportedEngine` and left untouched.
 Not covered, and refused: a tree (``topk > 1``: MTP is ``topk = 1``), adaptive speculation
 (its step count changes batch by batch), a pipeline stage that hosts no draft. A step
 SGLang hands a pre-built verify input (pipeline parallelism) is skipped.
@@ -40,9 +42,11 @@ from specguard.adapters.step_tracker import StepTracker
 __all__ = ["METHODS", "Installation", "UnsupportedEngine", "install", "installation_of",
            "installed", "uninstall"]
 
-#: The methods wrapped, where they live, and the parameters specguard reads (0.5.23).
+#: The methods wrapped, where they live, and the parameters specguard reads: only these
+#: are required, so a release that adds or drops others (0.5.16 has no
+#: ``grammar_barrier``) installs as long as what is read is there.
 METHODS: dict[str, tuple[str, ...]] = {
-    "EAGLEWorkerV2.forward_batch_generation": ("batch", "on_publish", "grammar_barrier"),
+    "EAGLEWorkerV2.forward_batch_generation": ("batch",),
     "EAGLEWorkerV2.verify": ("batch",),
     "EagleDraftWorker.draft": ("batch",),
 }
@@ -118,7 +122,7 @@ def installation_of(worker: Any) -> Installation | None:
 
 
 def _check_parameters(target: Any, name: str) -> None:
-    """The method exists and takes the parameters 0.5.23's has (by name)."""
+    """The method exists and takes the parameters specguard reads (by name)."""
     owner = type(target).__name__
     method = getattr(target, name, None)
     if not callable(method):
@@ -132,8 +136,8 @@ def _check_parameters(target: Any, name: str) -> None:
     missing = [p for p in wanted if p not in parameters]
     if missing:
         raise UnsupportedEngine(
-            f"{owner}.{name}() has no parameter {', '.join(missing)}: it is not the "
-            f"signature of SGLang 0.5.23 ({name}({', '.join(parameters)}))")
+            f"{owner}.{name}() has no parameter {', '.join(missing)}, which specguard "
+            f"reads ({name}({', '.join(parameters)}))")
 
 
 def _view_for(worker: Any) -> SglangV2View:
