@@ -14,11 +14,13 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from specguard.contracts import SpecguardError
 
-__all__ = ["MethodPatches", "UnsupportedEngine", "engine_count"]
+Installer = TypeVar("Installer", bound=Callable[..., Any])
+
+__all__ = ["MethodPatches", "UnsupportedEngine", "engine_count", "refusing_what_raises"]
 
 Wrapper = Callable[[Callable[..., Any]], Callable[..., Any]]
 _FROM_CLASS = object()
@@ -36,6 +38,30 @@ class UnsupportedEngine(SpecguardError):
 
 
 UnsupportedEngine.__module__ = "specguard.adapters"
+
+
+def refusing_what_raises(engine: str) -> Callable[[Installer], Installer]:
+    """Make an installer refuse, with :class:`UnsupportedEngine`, an engine object whose
+    own attributes raise while it is read (a property or a ``__getattr__`` raising
+    something other than AttributeError): the installer reads before it wraps anything,
+    so the object is left as it was, and what escapes is specguard's error naming the
+    object and what it raised, not the object's own exception."""
+
+    def decorate(install: Installer) -> Installer:
+        @functools.wraps(install)
+        def refusing(target: Any, *args: Any, **kwargs: Any) -> Any:
+            try:
+                return install(target, *args, **kwargs)
+            except SpecguardError:
+                raise
+            except Exception as error:
+                raise UnsupportedEngine(
+                    f"cannot install on this {engine} ({type(target).__name__}): reading it "
+                    f"raised {type(error).__name__}: {error}") from error
+
+        return refusing  # type: ignore[return-value]
+
+    return decorate
 
 
 def engine_count(value: Any, where: str, *, minimum: int = 1) -> int:

@@ -146,6 +146,43 @@ class _RaisingIndex:
         raise ValueError("no index today")
 
 
+class _LengthRaises(list):
+    def __len__(self) -> int:
+        raise RuntimeError("no length today")
+
+
+class _IterationRaises(list):
+    def __iter__(self) -> Any:
+        raise RuntimeError("no iteration today")
+
+
+@pytest.mark.parametrize("container", [_LengthRaises, _IterationRaises])
+@pytest.mark.parametrize("field", ["req_ids", "block_tables", "per_req_cache_groups"])
+@pytest.mark.parametrize("mode", ["strict", "warn"])
+def test_an_atom_container_that_raises_is_sg001_naming_its_field(container, field, mode):
+    """A list subclass whose ``__len__`` or ``__iter__`` raises (what no ATOM annotation
+    allows) is SG001 naming the field, in strict mode raised, in warn mode logged while
+    the view goes on; nothing escapes as the container's own exception."""
+    seqs = [sequence(i, 40, drafts=K) for i in range(4)]
+    atom = decode_batch(seqs, dense=True)
+    setattr(atom, field, container(getattr(atom, field) or [[0]] * 4))
+    view = AtomView(mtp_k=K, vocab_size=VOCAB, block_size=BLOCK_SIZE, tracker=StepTracker())
+    heard: list[contracts.Violation] = []
+    with contracts.checking(mode=mode), contracts.listening(heard.extend):
+        try:
+            view(atom)
+            view.verified(atom, np.zeros((4, K + 1), np.int64), np.zeros(4, np.int64))
+            view.drafted(atom, np.zeros((4, K), np.int64))
+        except contracts.ContractViolation:
+            assert mode == "strict"
+        else:
+            assert mode == "warn"
+    first = heard[0]
+    assert (first.code, first.field) == ("SG001", field)
+    assert first.reason == (f"reading the batch's {field!r} raised RuntimeError: no "
+                            f"{'length' if container is _LengthRaises else 'iteration'} today")
+
+
 def test_an_entry_whose_index_raises_is_a_violation_not_a_foreign_error():
     """The packed readings of ATOM's request ids, vLLM's counts and vLLM's draft lists
     call each entry's ``__index__``; one that raises reaches the contract, which names

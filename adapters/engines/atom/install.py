@@ -42,7 +42,12 @@ import inspect
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from specguard.adapters._install import MethodPatches, UnsupportedEngine, engine_count
+from specguard.adapters._install import (
+    MethodPatches,
+    UnsupportedEngine,
+    engine_count,
+    refusing_what_raises,
+)
 from specguard.adapters.engines.atom.view import AtomView
 from specguard.adapters.step_tracker import StepTracker
 
@@ -182,6 +187,7 @@ class _Installed:
 
 
 
+@refusing_what_raises("ATOM ModelRunner")
 def install(model_runner: Any, view: AtomView | None = None, *,
             layout: str = "pr1771", tracker: bool = True) -> AtomView:
     """Check every batch, verify result and draft of a live ATOM ``ModelRunner``.

@@ -271,14 +271,39 @@ def _handed_over(batch: Any, seq_ids: Any, is_decode: np.ndarray) -> np.ndarray 
 
 
 def _read(batch: Any, name: str) -> Any:
-    """An ATOM field, or None (reported as SG001) when the object lacks it."""
+    """An ATOM field, or None (reported as SG001) when the object lacks it or reading it
+    raises. A list or tuple of a subclass is read as the plain list its iteration gives,
+    so that a subclass whose ``__len__`` or ``__iter__`` raises is a violation naming the
+    field, not an exception from deep inside the view."""
     try:
-        return getattr(batch, name)
+        value = getattr(batch, name)
+        if isinstance(value, list | tuple) and type(value) not in (list, tuple):
+            value = list(value)
     except AttributeError:
-        report(_SUBJECT, [("SG001", Finding(
-            f"the batch has no field {name!r}", name, expected=f"ATOM ScheduledBatch.{name}"))],
-            boundary=Boundary.SCHEDULE.value)
+        _unreadable(name, f"the batch has no field {name!r}")
         return None
+    except Exception as error:  # a property or a container of the engine's that raises
+        _unreadable(name, f"reading the batch's {name!r} raised {type(error).__name__}: "
+                          f"{error}")
+        return None
+    return value
+
+
+def _unreadable(name: str, reason: str) -> None:
+    report(_SUBJECT, [("SG001", Finding(reason, name, expected=f"ATOM ScheduledBatch.{name}"))],
+           boundary=Boundary.SCHEDULE.value)
+
+
+def _peek(batch: Any, name: str) -> Any:
+    """:func:`_read` for what only the tracker's memory reads: None, quietly, where
+    reading fails (the schedule's own reading has reported it)."""
+    try:
+        value = getattr(batch, name, None)
+        if isinstance(value, list | tuple) and type(value) not in (list, tuple):
+            value = list(value)
+    except Exception:  # reported when the batch was scheduled
+        return None
+    return value
 
 
 def _ids(req_ids: Any) -> Any:
@@ -457,15 +482,15 @@ def _kept_samples(batch: Any, block_size: int) -> np.ndarray | None:
     ``cached + chunk >= num_prompt_tokens``); before, a chunk ends the seq's tokens, whose
     count the table and ``last_block_num_tokens`` give (``(blocks - 1) * block_size +
     last_block_num_tokens``). None (keep nothing) when neither can be read."""
-    ids = getattr(batch, "req_ids", None)
+    ids = _peek(batch, "req_ids")
     size = len(ids) if isinstance(ids, list | tuple) else -1
-    final = getattr(batch, "is_final_chunk", None)
+    final = _peek(batch, "is_final_chunk")
     if isinstance(final, list | tuple) and len(final) == size \
             and all(isinstance(f, bool | np.bool_) for f in final):
         return np.array(final, dtype=bool)
-    tables = getattr(batch, "block_tables", None)
-    last = getattr(batch, "last_block_num_tokens", None)
-    context = host_array(getattr(batch, "context_lens", None))
+    tables = _peek(batch, "block_tables")
+    last = _peek(batch, "last_block_num_tokens")
+    context = host_array(_peek(batch, "context_lens"))
     if not isinstance(tables, list | tuple) or not isinstance(last, list | tuple) \
             or context is None or context.dtype.kind not in "iu" or context.ndim != 1 \
             or not len(tables) == len(last) == context.shape[0] == size \

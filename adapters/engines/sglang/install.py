@@ -37,7 +37,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from specguard.adapters._install import MethodPatches, UnsupportedEngine, engine_count
+from specguard.adapters._install import (
+    MethodPatches,
+    UnsupportedEngine,
+    engine_count,
+    refusing_what_raises,
+)
 from specguard.adapters.engines.sglang.view import SglangView
 from specguard.adapters.step_tracker import StepTracker
 
@@ -75,6 +80,7 @@ class Installation:
     """The methods wrapped, and how to put them back."""
 
 
+@refusing_what_raises("SGLang EAGLEWorker")
 def install(eagle_worker: Any, *, view: SglangView | None = None) -> Installation:
     """Wrap a live ``EAGLEWorker``'s hand-over methods with specguard's SGLang checks.
 

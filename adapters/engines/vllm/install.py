@@ -53,7 +53,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from specguard.adapters._install import MethodPatches, UnsupportedEngine, engine_count
+from specguard.adapters._install import (
+    MethodPatches,
+    UnsupportedEngine,
+    engine_count,
+    refusing_what_raises,
+)
 from specguard.adapters.engines.vllm.mrv2.install import (
     MRV2_MODULE,
     Mrv2Hooks,
@@ -90,6 +95,7 @@ class Installation:
     """The methods wrapped, and how to put them back."""
 
 
+@refusing_what_raises("vLLM GPUModelRunner")
 def install(gpu_model_runner: Any, *, version: str | None = None,
             view: VllmView | Mrv2View | None = None, tracker: bool = True) -> Installation:
     """Wrap a live ``GPUModelRunner``'s ``_update_states``, ``_sample``, its drafter's

@@ -35,7 +35,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from specguard.adapters._install import MethodPatches, UnsupportedEngine, engine_count
+from specguard.adapters._install import (
+    MethodPatches,
+    UnsupportedEngine,
+    engine_count,
+    refusing_what_raises,
+)
 from specguard.adapters.engines.sglang.v2.view import SglangV2Step, SglangV2View
 from specguard.adapters.step_tracker import StepTracker
 
@@ -69,6 +74,7 @@ class Installation:
     """The methods wrapped, and how to put them back."""
 
 
+@refusing_what_raises("SGLang EAGLEWorkerV2")
 def install(worker: Any, *, view: SglangV2View | None = None) -> Installation:
     """Wrap a live ``EAGLEWorkerV2``'s ``forward_batch_generation``, ``verify`` and its draft
     worker's ``draft`` with specguard's SGLang checks; returns the :class:`Installation`.
