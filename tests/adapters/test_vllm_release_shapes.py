@@ -20,6 +20,7 @@ import pytest
 
 from specguard import contracts
 from specguard.adapters import Mrv2View, UnsupportedEngine, VllmView, install_vllm
+from specguard.adapters.engines.vllm.release import parse_version
 
 DATA = json.loads((Path(__file__).parent / "data" / "vllm_signatures.json").read_text())
 RELEASES = DATA["releases"]
@@ -142,12 +143,30 @@ def test_a_minus_one_slot_is_a_bug_where_the_runner_does_not_clamp(fake_vllm):
 
 @pytest.mark.parametrize("release", MRV2_RELEASES)
 def test_model_runner_v2_installs_on_its_release_signatures(fake_vllm, release):
+    """From 0.24.0 every release's MRV2 installs; before it (0.12.0 on) its sampler
+    output and input batch lack the counts the view reads, and it is refused, untouched,
+    instead of being read as zeros (SG624 and SG629 on valid traffic)."""
     module = fake_vllm(release, "vllm.v1.worker.gpu.model_runner",
                        _mrv2_module(RELEASES[release]))
-    installation = install_vllm(module.GPUModelRunner())
+    runner = module.GPUModelRunner()
+    if parse_version(release) < (0, 24, 0):
+        with pytest.raises(UnsupportedEngine) as refused:
+            install_vllm(runner)
+        assert str(refused.value).startswith(
+            f"Model Runner V2 of vLLM {release} is not supported (it is from 0.24.0 on): ")
+        assert "sample" not in vars(runner) and "prepare_inputs" not in vars(runner)
+        return
+    installation = install_vllm(runner)
     assert installation.shape.kind == "model-runner-v2"
     assert isinstance(installation.view, Mrv2View)
     assert installation.view.scheduler_view.masks_placeholders  # MRV2 fills every slot
+
+
+def test_every_release_from_0_12_is_in_the_signature_data():
+    """The data holds every release from 0.11.0 to 0.33.0 (0.15.x from their wheels,
+    which have no sdist), so a release between the recorded ones is checked too."""
+    minors = {parse_version(r)[1] for r in RELEASES}
+    assert set(range(11, 34)) <= minors
 
 
 def test_a_runner_of_an_unknown_shape_is_refused_in_one_line(fake_vllm):

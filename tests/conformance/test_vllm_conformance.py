@@ -112,7 +112,7 @@ def test_corpus_covers_every_scenario_of_the_issue_for_each_version():
                  "pd-first-decode"}
     asynchronous = {"async-scheduling", "prefix-cache-hit-async", "async-budget-reentry",
                     "pd-first-decode-async", "pd-async-empty-steps"}
-    for version in ("0.11.0", "0.11.1", "0.17.1", "0.24.0", "0.29.0", "0.33.0"):
+    for version in ("0.11.0", "0.11.1", "0.17.1", "0.21.0", "0.24.0", "0.29.0", "0.33.0"):
         recorded = {p.stem for p in (CORPUS / version).glob("*.json")}
         wanted = scenarios if version == "0.11.0" else scenarios | asynchronous
         assert wanted <= recorded, (version, wanted - recorded)
@@ -291,7 +291,8 @@ def test_vllm_0_24_embeds_the_reentry_placeholders_as_0_11_does():
 #: The P/D recordings, and the requests in them whose prompt KV came from a remote prefill.
 PD_RECORDINGS = ["0.11.0/pd-first-decode", "0.11.1/pd-first-decode",
                  "0.11.1/pd-first-decode-async", "0.17.1/pd-first-decode",
-                 "0.17.1/pd-first-decode-async", "0.24.0/pd-first-decode",
+                 "0.17.1/pd-first-decode-async", "0.21.0/pd-first-decode",
+                 "0.21.0/pd-first-decode-async", "0.24.0/pd-first-decode",
                  "0.24.0/pd-first-decode-async", "0.29.0/pd-first-decode",
                  "0.29.0/pd-first-decode-async", "0.33.0/pd-first-decode",
                  "0.33.0/pd-first-decode-async"]

@@ -44,11 +44,11 @@ def test_vllm_pd_first_decode_is_a_cell_for_every_version():
     tables = _tables()
     vllm = tables[tables.index("## vLLM"):]
     header = next(line for line in vllm.splitlines() if line.startswith("| scenario | `"))
-    assert re.findall(r"`([\d.]+)`", header) == ["0.11.0", "0.11.1", "0.17.1", "0.24.0",
-                                                 "0.29.0", "0.33.0"]
-    assert "| `pd-first-decode` |" + " 0 violations |" * 6 in vllm
+    assert re.findall(r"`([\d.]+)`", header) == ["0.11.0", "0.11.1", "0.17.1", "0.21.0",
+                                                 "0.24.0", "0.29.0", "0.33.0"]
+    assert "| `pd-first-decode` |" + " 0 violations |" * 7 in vllm
     for scenario in ("pd-first-decode-async", "pd-async-empty-steps"):
-        assert f"| `{scenario}` | not recorded |" + " 0 violations |" * 5 in vllm
+        assert f"| `{scenario}` | not recorded |" + " 0 violations |" * 6 in vllm
 
 
 def test_a_new_engine_folder_shows_up_without_a_change(tmp_path):

@@ -54,7 +54,7 @@ llguidance xgrammar numba einops``. Then, from the repository root::
     python tools/record_corpus/vllm.py SRC/vllm-0.11.1              # every scenario
     python tools/record_corpus/vllm.py SRC/vllm-0.33.0 --scenario dynamic-k --out DIR
 
-Recorded with vLLM 0.11.0, 0.11.1, 0.17.1, 0.24.0, 0.29.0 and 0.33.0; which scenarios a
+Recorded with vLLM 0.11.0, 0.11.1, 0.17.1, 0.21.0, 0.24.0, 0.29.0 and 0.33.0; which scenarios a
 release gets is read from its source tree (``Scenario.needs``). Each event is one
 hand-over, with vLLM's own field names: ``schedule`` (the ``SchedulerOutput`` and the
 runner's batch order), ``spec_decode_metadata`` (what ``_calc_spec_decode_metadata``
@@ -899,7 +899,7 @@ def has_dynamic_k() -> bool:
 
 
 #: The releases the corpus holds, oldest first.
-RECORDED = ("0.11.0", "0.11.1", "0.17.1", "0.24.0", "0.29.0", "0.33.0")
+RECORDED = ("0.11.0", "0.11.1", "0.17.1", "0.21.0", "0.24.0", "0.29.0", "0.33.0")
 
 
 @dataclasses.dataclass

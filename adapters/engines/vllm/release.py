@@ -14,11 +14,11 @@ import re
 
 from specguard.contracts import ConfigError
 
-__all__ = ["ENV_VERSION", "KNOWN_VERSIONS", "LATEST", "MASKING_SINCE",
+__all__ = ["ENV_VERSION", "KNOWN_VERSIONS", "LATEST", "MASKING_SINCE", "MRV2_SINCE",
            "STRIDED_BITMASK_SINCE", "parse_version", "release_from_environment", "release_of"]
 
 #: vLLM releases whose traffic the conformance corpus holds, oldest first.
-KNOWN_VERSIONS = ("0.11.0", "0.11.1", "0.17.1", "0.24.0", "0.29.0", "0.33.0")
+KNOWN_VERSIONS = ("0.11.0", "0.11.1", "0.17.1", "0.21.0", "0.24.0", "0.29.0", "0.33.0")
 #: The release a view reads by default: the newest known one.
 LATEST = KNOWN_VERSIONS[-1]
 #: The first release whose ``GPUModelRunner`` clamps ``-1`` draft slots to 0 before the
@@ -27,6 +27,12 @@ LATEST = KNOWN_VERSIONS[-1]
 #: the batch's drafts uniform for full CUDA graphs). Read from the sources: 0.24.0 has
 #: neither the clamp nor the padding, 0.25.0 and every later release have both.
 MASKING_SINCE = (0, 25, 0)
+#: The first release whose Model Runner V2 hands over what the MRV2 view reads: the
+#: sampler output's ``num_sampled`` and ``num_rejected`` (before, ``sample()`` returns
+#: them beside it, and up to 0.17 the output has neither), and the input batch's
+#: per-request ``num_draft_tokens_per_req``, ``cu_num_logits_np`` and prefill progress
+#: (before 0.21 a scalar draft count only). Read from the sources of 0.12.0 to 0.33.0.
+MRV2_SINCE = (0, 24, 0)
 #: The first recorded release whose grammar bitmask gives every structured-output request
 #: a block of the same number of rows (``rows // requests``, of which the runner takes the
 #: request's ``1 + K``); before it the blocks are packed, ``1 + K`` rows each.

@@ -6,11 +6,12 @@ release whose code has those names is checked, whatever it calls itself:
 
 * the V1 ``GPUModelRunner``: ``_update_states(scheduler_output)``, ``_sample(logits,
   spec_decode_metadata)``, and the drafter's ``propose`` with EAGLE's arguments, the
-  sampled positions named ``last_token_indices`` (0.11) or ``token_indices_to_sample``
-  (0.24 on, which also take ``num_speculative_tokens``);
-* Model Runner V2 (``vllm.v1.worker.gpu``, 0.24 on): ``prepare_inputs(scheduler_output,
-  ...)`` returning the ``InputBatch``, ``sample(..., input_batch, ...)`` and the
-  speculator's ``propose(input_batch, ...)``;
+  sampled positions named ``last_token_indices`` (0.11 to 0.15) or
+  ``token_indices_to_sample`` (0.16 on; from 0.24 ``propose`` also takes
+  ``num_speculative_tokens`` first);
+* Model Runner V2 (``vllm.v1.worker.gpu``, 0.24 on; earlier ones are refused):
+  ``prepare_inputs(scheduler_output, ...)`` returning the ``InputBatch``,
+  ``sample(..., input_batch, ...)`` and the speculator's ``propose(input_batch, ...)``;
 * whether the runner clamps ``-1`` draft slots before the target embeds them, read from
   the source of ``GPUModelRunner._preprocess`` (0.33.0:
   ``self.input_ids.gpu[:num_input_tokens].clamp_(min=0)``; 0.24.0 has no clamp, so a
@@ -29,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from specguard.adapters._install import UnsupportedEngine
-from specguard.adapters.engines.vllm.release import MASKING_SINCE, parse_version
+from specguard.adapters.engines.vllm.release import MASKING_SINCE, MRV2_SINCE, parse_version
 
 __all__ = ["MRV2_NEEDS", "SAMPLE_INDEX_NAMES", "V1_NEEDS", "RunnerShape", "mrv2_shape",
            "v1_shape"]
@@ -115,7 +116,16 @@ def v1_shape(runner: Any, drafter: Any, release: str) -> RunnerShape:
 def mrv2_shape(runner: Any, speculator: Any, release: str) -> RunnerShape:
     """The shape of a Model Runner V2 ``GPUModelRunner`` and its speculator. MRV2 fills
     every draft slot from its device rows and clamps nothing: a ``-1`` it embeds is
-    SG628, whatever the release."""
+    SG628, whatever the release. Before 0.24.0 (:data:`MRV2_SINCE`) its sampler output
+    and input batch lack the per-request counts the view reads: refused, rather than
+    read as zeros and reported as violations of valid traffic."""
+    if parse_version(release) < MRV2_SINCE:
+        since = ".".join(map(str, MRV2_SINCE))
+        raise UnsupportedEngine(
+            f"Model Runner V2 of vLLM {release} is not supported (it is from {since} on): "
+            "before it, sample() returns the sampled and rejected counts beside the "
+            "sampler output and the input batch has no per-request draft counts, which "
+            "specguard reads; the V1 GPUModelRunner of this release is supported")
     for target, name in ((runner, "prepare_inputs"), (runner, "sample"),
                          (speculator, "propose")):
         _require(target, name, MRV2_NEEDS[name], release)
