@@ -48,8 +48,33 @@ def schedule_batch(fields: dict[str, Any]) -> SimpleNamespace:
     return batch
 
 
-def feed(view: SglangView, event: str, fields: dict[str, Any]) -> Any:
-    """Hand one recorded event to the view, as the installed worker would."""
+#: What SGLang 0.5.11 renamed in the v1 worker's objects (the corpus keeps 0.5.10's
+#: names, so that every release's recordings compare field by field).
+RENAMED_IN_0_5_11 = {
+    "retrive_index": "retrieve_index", "retrive_next_token": "retrieve_next_token",
+    "retrive_next_sibling": "retrieve_next_sibling",
+    "accept_length_per_req_cpu": "num_accepted_drafts_per_req_cpu",
+    "accept_length_cpu": "num_accepted_drafts_cpu",
+}
+
+
+#: The releases whose live objects carry those names. 0.5.12 renames more, and its
+#: ``verify(batch)`` is refused by the installer: its recordings are replayed under
+#: 0.5.10's names, as data.
+RENAMING_RELEASES = ("0.5.11",)
+
+
+def _spelled(release: str, fields: dict[str, Any]) -> dict[str, Any]:
+    """``fields`` under the names ``release``'s own objects give them."""
+    if release not in RENAMING_RELEASES:
+        return fields
+    return {RENAMED_IN_0_5_11.get(name, name): value for name, value in fields.items()}
+
+
+def feed(view: SglangView, event: str, fields: dict[str, Any],
+         release: str = "0.5.10.post1") -> Any:
+    """Hand one recorded event to the view, as the installed worker of ``release`` would
+    (its objects' attributes under that release's names)."""
     if event == "schedule":
         return view.schedule(schedule_batch(fields))
     if event == "draft_prefill":
@@ -64,16 +89,17 @@ def feed(view: SglangView, event: str, fields: dict[str, Any]) -> Any:
             seq_lens_cpu=fields["seq_lens_cpu"],
             spec_info=SimpleNamespace(verified_id=fields["verified_id"],
                                       topk_index=fields["topk_index"]))
-        return view.drafted(batch, verify_input(fields))
+        return view.drafted(batch, verify_input(fields, release))
     if event == "verified":
         batch = SimpleNamespace(reqs=reqs(fields["req_ids"], fields["finished"]))
-        output = SimpleNamespace(
-            accept_length_per_req_cpu=fields["accept_length_per_req_cpu"],
-            verified_id=fields["verified_id"],
-            draft_input=SimpleNamespace(
-                accept_length_cpu=fields["next_accept_length_cpu"],
-                verified_id=fields["next_verified_id"],
-                hidden_states=np.zeros((fields["next_hidden_rows"], 1), dtype=np.float32)))
+        output = SimpleNamespace(**_spelled(release, {
+            "accept_length_per_req_cpu": fields["accept_length_per_req_cpu"],
+            "verified_id": fields["verified_id"],
+            "draft_input": SimpleNamespace(**_spelled(release, {
+                "accept_length_cpu": fields["next_accept_length_cpu"],
+                "verified_id": fields["next_verified_id"],
+                "hidden_states": np.zeros((fields["next_hidden_rows"], 1),
+                                          dtype=np.float32)}))}))
         spec = SimpleNamespace(draft_token=fields["draft_token"], positions=fields["positions"],
                                draft_token_num=fields["draft_token_num"])
         return view.verified(batch, spec, output,
@@ -89,11 +115,11 @@ def feed(view: SglangView, event: str, fields: dict[str, Any]) -> Any:
     raise ValueError(f"unknown SGLang event {event!r}")
 
 
-def verify_input(fields: dict[str, Any]) -> SimpleNamespace:
-    """The ``EagleVerifyInput`` of a ``drafted`` event."""
-    return SimpleNamespace(**{name: fields[name] for name in (
+def verify_input(fields: dict[str, Any], release: str = "0.5.10.post1") -> SimpleNamespace:
+    """The ``EagleVerifyInput`` of a ``drafted`` event, as ``release`` names its fields."""
+    return SimpleNamespace(**_spelled(release, {name: fields[name] for name in (
         "draft_token", "positions", "retrive_index", "retrive_next_token",
-        "retrive_next_sibling", "spec_steps", "topk", "draft_token_num")})
+        "retrive_next_sibling", "spec_steps", "topk", "draft_token_num")}))
 
 
 def view_of(corpus: Corpus, **options: Any) -> SglangView:

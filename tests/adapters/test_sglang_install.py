@@ -65,6 +65,21 @@ def test_the_recorded_signatures_are_what_install_reads():
         SIGNATURES["0.5.10.post1"]["EAGLEWorker"]
 
 
+def test_the_v1_worker_of_0_5_11_installs_and_0_5_12s_verify_is_refused():
+    """0.5.11's v1 worker has 0.5.10's signatures (its objects rename fields, which the
+    view reads under both names); 0.5.12's ``verify(batch)`` no longer hands over the
+    verify input specguard reads, and is refused naming it, the worker untouched."""
+    installation = install_sglang(_worker("0.5.11"))
+    assert installation.view.mtp_k == 3
+    worker = _worker("0.5.12")
+    with pytest.raises(UnsupportedEngine) as refused:
+        install_sglang(worker)
+    assert str(refused.value).startswith(
+        "EAGLEWorker.verify() takes (batch); specguard reads SGLang 0.5.10's "
+        "(batch, spec_info)")
+    assert not set(METHODS) & set(vars(worker))
+
+
 def test_install_wraps_the_five_hand_overs_and_uninstall_restores_them():
     worker = _worker()
     before = {name: getattr(worker, name) for name in METHODS}

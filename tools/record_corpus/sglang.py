@@ -2,8 +2,11 @@
 
 Runs SGLang 0.5.10.post1's scheduler-side code and its v1 ``EAGLEWorker`` on CPU, with the
 model outputs fabricated, and writes what crossed each hand-over the SGLang view reads,
-step by step, to ``tests/conformance/corpus/sglang/0.5.10.post1/<scenario>.json``. The
-corpus is data: no SGLang code is copied into it, and CI only replays it.
+step by step, to ``tests/conformance/corpus/sglang/0.5.10.post1/<scenario>.json``; with
+``--release``, the same for the later releases that still have the v1 worker (0.5.11 and
+0.5.12 are recorded; from 0.5.13 on ``srt/speculative/eagle_worker.py`` is gone) into
+``tests/conformance/corpus/sglang/<release>/``. The corpus is data: no SGLang code is
+copied into it, and CI only replays it.
 
 What is SGLang's own code, imported from the source tree you point at:
 
@@ -30,7 +33,7 @@ What is a stand-in:
 * ``sgl_kernel`` and ``torchvision`` are empty modules (the first is CUDA-only on the
   package index, the second does not load against a CPU torch; nothing of either runs
   on this path);
-* the two CUDA-only tree kernels of 0.5.10: ``sgl_build_tree_kernel_efficient`` (a
+* the two CUDA-only tree kernels of 0.5.10 to 0.5.12: ``sgl_build_tree_kernel_efficient`` (a
   ``NameError`` on CPU) fills the topk=1 chain, and ``verify_tree_greedy_func`` (a silent
   no-op on CPU) is a torch reference of the greedy chain walk; both follow the CUDA
   kernels' outputs for one linear chain per request;
@@ -62,6 +65,42 @@ root::
     python tools/record_corpus/sglang.py SRC/sglang-0.5.10.post1 --scenario batch-1 --out DIR
     python tools/record_corpus/sglang.py SRC/sglang-0.5.23 --release 0.5.23   # sglang_v2.py
     python tools/record_corpus/sglang.py SRC/sglang-0.5.10.post1 --check  # install_sglang live
+    python tools/record_corpus/sglang.py SRC/sglang-0.5.12 --release 0.5.12
+
+0.5.11 and 0.5.12 are taken from their wheels (``pip download sglang==0.5.12 --no-deps -d
+DL``, then unzip the wheel into ``SRC/sglang-0.5.12``); their configs register
+``qwen3_asr`` with transformers, which a newer transformers already has: run them with
+the transformers they pin (``transformers==5.6.0`` with ``tokenizers<=0.23.0``, e.g.
+installed with ``pip install --no-deps --target TF`` and put first with
+``PYTHONPATH=TF``). That transformers hands out ``AutoImageProcessor`` as a placeholder
+without torchvision; the recorder gives the real class. 0.5.10.post1 records the same
+with either transformers.
+
+The corpus keeps 0.5.10.post1's field names whatever the release calls them; where a
+release renamed a field, the recorder reads it under the release's name (whichever of
+the names the object has, not by version number):
+
+* ``EagleVerifyInput.retrive_*`` are ``retrieve_*`` from 0.5.11 on;
+* ``EagleVerifyOutput.accept_length_per_req_cpu`` is ``num_accepted_drafts_per_req_cpu``
+  (0.5.11), ``num_correct_drafts_per_req_cpu`` (0.5.12); its ``verified_id`` is
+  ``accept_tokens`` and its ``draft_input`` is ``draft_extend_input`` (0.5.12);
+* the next input's ``accept_length_cpu`` is ``num_accepted_drafts_cpu`` (0.5.11); 0.5.12's
+  ``EagleDraftExtendInput`` keeps ``num_accept_tokens_cpu`` (the bonus token counted,
+  its ``extend_lens``), recorded less one, and its ``verified_id`` is ``input_ids``;
+* ``EagleDraftInput.verified_id`` is ``bonus_tokens`` (0.5.12), as is the draft-extend
+  input's, whose ``seq_lens_for_draft_extend_cpu`` is ``seq_lens_cpu``; 0.5.12's
+  ``forward_draft_extend_after_decode`` returns the next ``EagleDraftInput`` (the draft
+  extend's ``topk_index`` is read off it) and leaves ``batch.spec_info`` to its caller.
+
+0.5.12's ``verify(batch)`` takes the verify input from ``batch.spec_info`` and returns
+``(logits_output, verify_output, can_run_cuda_graph)``: the verify forward's
+``out_cache_loc`` is read off the ``ModelWorkerBatch`` the target worker was handed. Its
+draft decode steps run at the KV length (SGLang #25015 moved ``positions.add_(1)`` after
+the forward; before, a draft's first decode step ran one past it): the fabricated draft
+model reads which from its first decode step's positions. What SGLang changed and the
+recorder does not bridge shows in the traffic: from 0.5.11 the request pool keeps row 0
+for padding (``req_pool_indices`` start at 1), and 0.5.12's input for no request going
+on is ``int64`` and has no hidden states.
 
 ``--check`` records nothing: it puts ``install_sglang`` on the live worker of each
 scenario (SGLang's own objects and CPU tensors, not the corpus's stand-ins) and checks
@@ -85,6 +124,7 @@ import importlib
 import importlib.abc
 import importlib.machinery
 import importlib.util
+import inspect
 import logging
 import os
 import sys
@@ -95,6 +135,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 RELEASE = "0.5.10.post1"
+RELEASES = (RELEASE, "0.5.11", "0.5.12")
+"""The releases with the v1 ``EAGLEWorker`` this recorder has recorded (``--release``)."""
 OUT = ROOT / "tests" / "conformance" / "corpus" / "sglang" / RELEASE
 VOCAB = 1000
 HIDDEN = 8
@@ -152,6 +194,7 @@ def bootstrap(source_dir: str | Path) -> types.SimpleNamespace:
 
     import_utils.is_torchvision_available = transformers_utils.is_torchvision_available = (
         lambda: False)
+    _image_processor_without_torchvision()
     sys.meta_path.insert(0, _StubFinder())
     logging.getLogger("sglang").setLevel(logging.ERROR)
     names = {
@@ -179,6 +222,20 @@ def bootstrap(source_dir: str | Path) -> types.SimpleNamespace:
     parallel_state = importlib.import_module("sglang.srt.distributed.parallel_state")
     parallel_state._MOE_EP = types.SimpleNamespace(world_size=1, rank_in_group=0)
     return found
+
+
+def _image_processor_without_torchvision() -> None:
+    """Without torchvision, the transformers that 0.5.11 and 0.5.12 pin (5.6.0) hand out
+    ``AutoImageProcessor`` as a placeholder that refuses use, though its own class imports
+    without torchvision; those releases' configs call its ``register`` on import. Give the
+    real class (a no-op where transformers already does, as 5.19 does)."""
+    import transformers
+    from transformers.utils.import_utils import DummyObject
+
+    if isinstance(transformers.AutoImageProcessor, DummyObject):
+        auto = importlib.import_module("transformers.models.auto.image_processing_auto")
+        # transformers' lazy module may have replaced itself in sys.modules
+        sys.modules["transformers"].AutoImageProcessor = auto.AutoImageProcessor  # type: ignore[attr-defined]
 
 
 def _global_server_args(module: Any) -> None:
@@ -229,12 +286,16 @@ def _build_chain_cpu(parent_list: Any, top_scores_index: Any, seq_lens: Any, tre
 
 
 def _verify_chain_greedy_cpu(predicts: Any, accept_index: Any, accept_token_num: Any,
-                             candidates: Any, retrive_index: Any, retrive_next_token: Any,
-                             retrive_next_sibling: Any, target_predict: Any,
-                             topk: int = -1) -> tuple[Any, Any, Any]:
+                             candidates: Any, target_predict: Any, topk: int = -1,
+                             **tree: Any) -> tuple[Any, Any, Any]:
     """``sgl_kernel.verify_tree_greedy`` for chains: walk each request's chain while the
     target's prediction after node ``j`` is draft ``j + 1``; write the prediction of every
-    node walked (the accepted drafts, then the bonus) and the nodes' flat indices."""
+    node walked (the accepted drafts, then the bonus) and the nodes' flat indices. The
+    tree comes as ``retrive_index`` / ``retrive_next_token`` / ``retrive_next_sibling``
+    (0.5.10.post1) or ``retrieve_...`` (0.5.11 on)."""
+    retrive_index, retrive_next_token = (
+        tree[f"retrive_{name}"] if f"retrive_{name}" in tree else tree[f"retrieve_{name}"]
+        for name in ("index", "next_token"))
     bs = candidates.shape[0]
     for i in range(bs):
         node, accepted = 0, 0
@@ -310,6 +371,9 @@ class DraftRunner:
         self.is_hybrid_swa = False
         self.tp_group = None
         self.hybrid_gdn_config = self.mamba2_config = self.hybrid_lightning_config = None
+        self.model_config: Any = None  # make_worker's
+        self._draft_batch: Any = None
+        self._decode_ahead = 1
 
     def forward(self, forward_batch: Any, skip_attn_backend_init: bool = False,
                 **kwargs: Any) -> Any:
@@ -319,7 +383,13 @@ class DraftRunner:
         if mode.is_decode():
             tokens = forward_batch.input_ids.tolist()
             positions = forward_batch.positions.tolist()
-            ahead = 1
+            if tokens and forward_batch is not self._draft_batch:  # a draft's first step
+                # It runs at the KV length in 0.5.12 on (SGLang #25015: a decode row at
+                # p holds the token at p + 1, as an extend row does), one past it before
+                # (the row at p holds the token at p).
+                self._draft_batch = forward_batch
+                self._decode_ahead = 2 - (positions[0] - int(forward_batch.seq_lens[0]))
+            ahead = self._decode_ahead
         else:
             tokens, positions = _last_tokens(forward_batch)
             ahead = 2  # an extend row at position p holds token p + 1 (EAGLE's shift)
@@ -340,6 +410,9 @@ class TargetWorker:
     def __init__(self, sg: Any, runner: Any) -> None:
         self.sg = sg
         self.model_runner = runner
+        self.verify_batch: Any = None
+        """The ``ModelWorkerBatch`` of the last verify forward (a release whose
+        ``verify`` does not return it: 0.5.12)."""
 
     def forward_batch_generation(self, worker_batch: Any, is_verify: bool = False,
                                  **kwargs: Any) -> Any:
@@ -347,6 +420,7 @@ class TargetWorker:
 
         ids = worker_batch.input_ids.tolist()
         if is_verify:
+            self.verify_batch = worker_batch
             positions = worker_batch.spec_info.positions.tolist()
             predicted = [target_next(t, p + 1) for t, p in zip(ids, positions, strict=True)]
             hidden = torch.zeros((len(ids), HIDDEN))
@@ -382,12 +456,15 @@ def make_worker(sg: Any, steps: int, models: Models) -> Any:
     allocator = sg.allocator.TokenToKVPoolAllocator(
         size=POOL, dtype=torch.float16, device="cpu", kvcache=kv_cache, need_sort=False)
     model_config = types.SimpleNamespace(
-        vocab_size=VOCAB, hidden_size=HIDDEN, dtype=torch.float32, context_len=CONTEXT,
+        vocab_size=VOCAB, hidden_size=HIDDEN, spec_hidden_size=HIDDEN,
+        dtype=torch.float32, context_len=CONTEXT,
         is_encoder_decoder=False, is_matryoshka=False, is_multimodal=False,
+        think_end_id=None,
         hf_config=types.SimpleNamespace(architectures=["LlamaForCausalLM"]))
     draft_runner = DraftRunner(sg, server_args, (req_pool, allocator), models)
     target_runner = DraftRunner(sg, server_args, (req_pool, allocator), models)
     target_runner.model_config = model_config
+    draft_runner.model_config = model_config  # 0.5.12's idle inputs read its hidden size
     cls = sg.eagle_worker.EAGLEWorker
     worker = cls.__new__(cls)
     worker.__dict__.update(
@@ -402,7 +479,9 @@ def make_worker(sg: Any, steps: int, models: Models) -> Any:
             init_forward_metadata=lambda batch: None, attn_backends=[None] * steps),
         draft_tp_context=lambda group: contextlib.nullcontext(),
         eagle_use_aux_hidden_state=False, extend_lens=torch.empty(0),
-        num_new_pages_per_topk=torch.empty(0), tp_rank=0)
+        num_new_pages_per_topk=torch.empty(0), tp_rank=0,
+        # 0.5.11 on: no adaptive step switching; the draft extend on the draft's backend
+        adaptive_controller=None, draft_extend_attn_backend=None)
     tree_cache = sg.chunk_cache.ChunkCache(sg.cache_init.CacheInitParams(
         disable=True, req_to_token_pool=req_pool, token_to_kv_pool_allocator=allocator,
         page_size=1))
@@ -420,6 +499,31 @@ def _array(value: Any) -> Any:
 
 def _rids(batch: Any) -> list[str]:
     return [req.rid for req in batch.reqs]
+
+
+def _named(owner: Any, *names: str) -> Any:
+    """The value of the first of ``names`` that ``owner`` has: one field under the names
+    the releases give it (0.5.10.post1's first, the corpus's)."""
+    for name in names:
+        if hasattr(owner, name):
+            return getattr(owner, name)
+    raise AttributeError(f"{type(owner).__name__} has none of {', '.join(names)}")
+
+
+def _anchors(info: Any) -> Any:
+    """``EagleDraftInput``'s per-request last verified token: ``verified_id``, named
+    ``bonus_tokens`` from 0.5.12 on."""
+    return _named(info, "verified_id", "bonus_tokens")
+
+
+def _next_accept_lengths(nxt: Any) -> list[int]:
+    """The accepted drafts of the requests that go on, from the draft(-extend) input that
+    ``verify`` hands on: ``accept_length_cpu`` (0.5.10.post1), ``num_accepted_drafts_cpu``
+    (0.5.11), or 0.5.12's ``EagleDraftExtendInput.num_accept_tokens_cpu``, which counts
+    the bonus token too (its ``extend_lens``), less that one."""
+    if hasattr(nxt, "accept_length_cpu") or hasattr(nxt, "num_accepted_drafts_cpu"):
+        return list(_named(nxt, "accept_length_cpu", "num_accepted_drafts_cpu") or [])
+    return [int(n) - 1 for n in nxt.num_accept_tokens_cpu or []]
 
 
 class Recorder:
@@ -453,45 +557,68 @@ class Recorder:
             self._add("drafted", {
                 "req_ids": _rids(batch), "seq_lens": _array(batch.seq_lens),
                 "seq_lens_cpu": _array(batch.seq_lens_cpu),
-                "verified_id": _array(info.verified_id), "topk_index": _array(info.topk_index),
+                "verified_id": _array(_anchors(info)), "topk_index": _array(info.topk_index),
                 "draft_token": _array(spec.draft_token), "positions": _array(spec.positions),
-                "retrive_index": _array(spec.retrive_index),
-                "retrive_next_token": _array(spec.retrive_next_token),
-                "retrive_next_sibling": _array(spec.retrive_next_sibling),
+                **{f"retrive_{name}": _array(_named(spec, f"retrive_{name}",
+                                                    f"retrieve_{name}"))
+                   for name in ("index", "next_token", "next_sibling")},
                 "spec_steps": spec.spec_steps, "topk": spec.topk,
                 "draft_token_num": spec.draft_token_num})
             return spec
 
-        def verify(batch: Any, spec_info: Any) -> Any:
-            result = originals["verify"](batch, spec_info)
-            _, out, worker_batch, _ = result
-            nxt = out.draft_input
+        def verified(batch: Any, spec_info: Any, result: Any) -> None:
+            # verify(batch, spec_info) returns (logits, output, worker batch, graph);
+            # 0.5.12's verify(batch) returns no worker batch
+            out = result[1]
+            worker_batch = result[2] if len(result) == 4 else worker.target_worker.verify_batch
+            nxt = _named(out, "draft_input", "draft_extend_input")
             self._add("verified", {
                 "req_ids": _rids(batch), "finished": [req.finished() for req in batch.reqs],
-                "accept_length_per_req_cpu": list(out.accept_length_per_req_cpu),
-                "verified_id": _array(out.verified_id),
-                "next_accept_length_cpu": list(nxt.accept_length_cpu or []),
-                "next_verified_id": _array(nxt.verified_id),
-                "next_hidden_rows": int(nxt.hidden_states.shape[0]),
+                "accept_length_per_req_cpu": list(_named(
+                    out, "accept_length_per_req_cpu", "num_accepted_drafts_per_req_cpu",
+                    "num_correct_drafts_per_req_cpu")),
+                "verified_id": _array(_named(out, "verified_id", "accept_tokens")),
+                "next_accept_length_cpu": _next_accept_lengths(nxt),
+                "next_verified_id": _array(_named(nxt, "verified_id", "input_ids")),
+                # 0.5.12's input for no request going on has no hidden states (None)
+                "next_hidden_rows": 0 if nxt.hidden_states is None
+                else int(nxt.hidden_states.shape[0]),
                 "draft_token": _array(spec_info.draft_token),
                 "positions": _array(spec_info.positions),
                 "draft_token_num": spec_info.draft_token_num,
                 "out_cache_loc": _array(worker_batch.out_cache_loc)})
+
+        def verify(batch: Any, spec_info: Any) -> Any:
+            result = originals["verify"](batch, spec_info)
+            verified(batch, spec_info, result)
+            return result
+
+        def verify_on_batch(batch: Any) -> Any:
+            """0.5.12's ``verify(batch)``: the verify input is ``batch.spec_info``."""
+            spec_info = batch.spec_info
+            result = originals["verify"](batch)
+            verified(batch, spec_info, result)
             return result
 
         def forward_draft_extend_after_decode(batch: Any) -> Any:
             result = originals["forward_draft_extend_after_decode"](batch)
+            # 0.5.12: batch.spec_info is still the EagleDraftExtendInput, the next
+            # EagleDraftInput (its topk_index) is returned
             info = batch.spec_info
             self._add("draft_extend", {
                 "req_ids": _rids(batch), "input_ids": _array(batch.input_ids),
-                "positions": _array(info.positions), "verified_id": _array(info.verified_id),
-                "seq_lens_for_draft_extend_cpu": _array(info.seq_lens_for_draft_extend_cpu),
-                "topk_index": _array(info.topk_index)})
+                "positions": _array(info.positions), "verified_id": _array(_anchors(info)),
+                "seq_lens_for_draft_extend_cpu": _array(_named(
+                    info, "seq_lens_for_draft_extend_cpu", "seq_lens_cpu")),
+                "topk_index": _array((info if result is None else result).topk_index)})
             return result
 
         worker.__dict__.update(
             forward_batch_generation=forward_batch_generation,
-            forward_draft_extend=forward_draft_extend, draft=draft, verify=verify,
+            forward_draft_extend=forward_draft_extend, draft=draft,
+            # the wrapper takes what the release's verify takes (install_sglang reads it)
+            verify=verify if "spec_info" in inspect.signature(originals["verify"]).parameters
+            else verify_on_batch,
             forward_draft_extend_after_decode=forward_draft_extend_after_decode)
 
     def _add(self, event: str, fields: dict[str, Any]) -> None:
@@ -511,7 +638,7 @@ class Recorder:
             fields.update(
                 seq_lens=_array(batch.seq_lens),
                 req_pool_indices=_array(batch.req_pool_indices),
-                verified_id=_array(info.verified_id), topk_index=_array(info.topk_index),
+                verified_id=_array(_anchors(info)), topk_index=_array(info.topk_index),
                 topk_p_shape=list(info.topk_p.shape),
                 hidden_states_rows=int(info.hidden_states.shape[0]))
         self._add("schedule", fields)
@@ -751,8 +878,8 @@ SCENARIOS = (
 )
 
 
-def record(sg: Any, scenario: Scenario) -> Any:
-    """Run one scenario on SGLang's code; return its corpus."""
+def record(sg: Any, scenario: Scenario, release: str = RELEASE) -> Any:
+    """Run one scenario on SGLang's code (of ``release``); return its corpus."""
     from specguard.adapters.corpus import Corpus, Event, encode_tree
 
     with scenario.patch(sg) if scenario.patch is not None else contextlib.nullcontext():
@@ -769,7 +896,7 @@ def record(sg: Any, scenario: Scenario) -> Any:
     from specguard.adapters.corpus import Expected
 
     return Corpus(
-        engine="sglang", engine_version=RELEASE, scenario=scenario.name,
+        engine="sglang", engine_version=release, scenario=scenario.name,
         description=scenario.description,
         config={"spec_steps": scenario.steps, "topk": 1, "vocab_size": VOCAB,
                 "num_slots": POOL + 1, "max_model_len": CONTEXT},
@@ -801,7 +928,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("source", help="an unpacked SGLang source distribution (or wheel)")
     parser.add_argument("--release", default=RELEASE,
-                        help=f"the release of the source ({RELEASE} or 0.5.23)")
+                        help=f"the release of the source ({', '.join(RELEASES)} or "
+                        "0.5.23); it names the corpus folder and engine_version")
     parser.add_argument("--out", help="output folder (default: the repository's corpus)")
     parser.add_argument("--scenario", action="append", help="record only these scenarios")
     parser.add_argument("--check", action="store_true",
@@ -822,14 +950,14 @@ def main(argv: list[str] | None = None) -> int:
         corpus_dir = Path(args.out) if args.out else OUT.parent / "0.5.23"
         module.record(args.source, corpus_dir)
         return 0
-    if args.release != RELEASE:
-        print(f"--release {args.release}: this recorder knows {RELEASE} and 0.5.23",
-              file=sys.stderr)
+    if args.release not in RELEASES:
+        print(f"--release {args.release}: this recorder knows {', '.join(RELEASES)} and "
+              "0.5.23", file=sys.stderr)
         return 2
     from specguard.adapters.corpus import write_corpus
 
     sg = bootstrap(args.source)
-    out = Path(args.out) if args.out else OUT
+    out = Path(args.out) if args.out else OUT.parent / args.release
     out.mkdir(parents=True, exist_ok=True)
     chosen = [s for s in SCENARIOS if not args.scenario or s.name in args.scenario]
     if args.check:
@@ -843,7 +971,7 @@ def main(argv: list[str] | None = None) -> int:
                       f"{'' if fits else f' (expected {sorted(scenario.expect)})'}")
         return 0 if agreed else 1
     for scenario in chosen:
-        corpus = record(sg, scenario)
+        corpus = record(sg, scenario, args.release)
         write_corpus(out / f"{scenario.name}.json", corpus)
         print(f"{scenario.name}: {len(corpus.events)} events")
     return 0

@@ -1,4 +1,4 @@
-"""One call to check a live SGLang ``EAGLEWorker`` (release 0.5.10, spec v1):
+"""One call to check a live SGLang ``EAGLEWorker`` (releases 0.5.10 and 0.5.11, spec v1):
 :func:`install` / :func:`uninstall`.
 
 ::

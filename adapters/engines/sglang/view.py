@@ -169,9 +169,9 @@ class SglangView:
             "seq_lens": _read(batch, "seq_lens"),
             "anchors": getattr(spec, "verified_id", None), "first_drafts": firsts,
             "draft_token": tokens, "positions": _read(verify_input, "positions"),
-            "retrive_index": _read(verify_input, "retrive_index"),
-            "retrive_next_token": _read(verify_input, "retrive_next_token"),
-            "retrive_next_sibling": _read(verify_input, "retrive_next_sibling")},
+            "retrive_index": _read_any(verify_input, _RETRIEVE_INDEX),
+            "retrive_next_token": _read_any(verify_input, _RETRIEVE_NEXT_TOKEN),
+            "retrive_next_sibling": _read_any(verify_input, _RETRIEVE_NEXT_SIBLING)},
             names=req_ids)
         build(DrafterOutput, {"mtp_k": self.mtp_k, "vocab_size": self.vocab_size,
                               "seq_ids": _positions(drafts, size), "draft_token_ids": drafts},
@@ -187,7 +187,7 @@ class SglangView:
             else SglangStep(req_ids, self._tracker_ids(req_ids))
         self.step = step
         size = len(req_ids)
-        accept = _int_vector(_read(verify_output, "accept_length_per_req_cpu"))
+        accept = _int_vector(_read_any(verify_output, _ACCEPTED_PER_REQUEST))
         finished = np.array([_finished(r) for r in _read(batch, "reqs") or ()], dtype=bool)
         verified = _read(verify_output, "verified_id")
         nxt = _read(verify_output, "draft_input")
@@ -211,7 +211,7 @@ class SglangView:
         build(SglangVerifyResult, {
             "spec_steps": self.mtp_k, "seq_ids": np.arange(size), "finished": finished,
             "accept_length": accept, "num_verified": _numel(verified),
-            "next_accept_length": _int_vector(getattr(nxt, "accept_length_cpu", None)),
+            "next_accept_length": _int_vector(_first_of(nxt, _NEXT_ACCEPTED)),
             "num_next_verified": _numel(getattr(nxt, "verified_id", None)),
             "num_next_hidden": _rows(getattr(nxt, "hidden_states", None))}, names=req_ids)
         if step.accept_length is not None:
@@ -490,6 +490,41 @@ def _read(obj: Any, name: str) -> Any:
             f"{type(obj).__name__} has no field {name!r}", name,
             expected=f"SGLang's {name}"))], boundary=Boundary.SCHEDULE.value)
         return None
+
+
+#: Fields SGLang renamed between releases of the v1 worker, 0.5.10's name first (what
+#: the boundary objects and messages call them): 0.5.11 spells ``retrieve_*`` and counts
+#: accepted drafts as ``num_accepted_drafts_*``. Read from the releases' own sources.
+_RETRIEVE_INDEX = ("retrive_index", "retrieve_index")
+_RETRIEVE_NEXT_TOKEN = ("retrive_next_token", "retrieve_next_token")
+_RETRIEVE_NEXT_SIBLING = ("retrive_next_sibling", "retrieve_next_sibling")
+_ACCEPTED_PER_REQUEST = ("accept_length_per_req_cpu", "num_accepted_drafts_per_req_cpu")
+_NEXT_ACCEPTED = ("accept_length_cpu", "num_accepted_drafts_cpu")
+
+
+def _first_of(obj: Any, names: tuple[str, ...]) -> Any:
+    """The first of ``names`` that ``obj`` has, or None."""
+    for name in names:
+        value = getattr(obj, name, _ABSENT)
+        if value is not _ABSENT:
+            return value
+    return None
+
+
+def _read_any(obj: Any, names: tuple[str, ...]) -> Any:
+    """:func:`_read` of a field under whichever of its release names ``obj`` has; SG001
+    names every spelling when it has none."""
+    for name in names:
+        value = getattr(obj, name, _ABSENT)
+        if value is not _ABSENT:
+            return value
+    report(_SUBJECT, [("SG001", Finding(
+        f"{type(obj).__name__} has no field {' or '.join(map(repr, names))}", names[0],
+        expected=f"SGLang's {names[0]}"))], boundary=Boundary.SCHEDULE.value)
+    return None
+
+
+_ABSENT = object()
 
 
 
