@@ -38,6 +38,17 @@ What is a stand-in, because it needs a GPU or a model:
 * attention, block tables, LoRA, encoder caches: absent (no-ops), as they do not touch
   the hand-overs recorded here.
 
+Older trees (0.24.0, 0.29.0) differ, and the recorder follows what the tree has, not its
+version: their ``UvaBuffer.uva`` is the device view itself (an attribute, not a method);
+``async_copy_to_gpu`` pins its source (the stand-in copies without pinning); 0.29.0's
+``prepare_inputs`` takes no ``num_active_loras``; 0.24.0 has no ``gather_batch_req_state``
+(its ``prepare_inputs(scheduler_output, batch_desc)`` sorts the batch and pads to the
+descriptor's ``num_tokens``), no ``InputBatch.has_prefill`` and a one-row
+``next_prefill_tokens``. And their MRV2 does not read the scheduler's K_t
+(``num_spec_tokens_to_schedule``): ``sample_tokens`` stores all ``S`` drafts and hands the
+scheduler ``[-1] * S``, so the two scenarios about -1 columns past K_t (dynamic-k,
+over-scheduled-drafts) are recorded only for trees that do (``runner_follows_k_t``).
+
 Each event is one hand-over: ``schedule`` (the ``SchedulerOutput`` and MRV2's sorted
 batch order), ``input_batch`` (the ``InputBatch`` fields), ``sampled`` (the rejection
 sampler's ``sampled_token_ids``, ``num_sampled``, ``num_rejected``) and ``drafted`` (the
@@ -51,6 +62,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import inspect
 import os
 import sys
 import types
@@ -97,13 +109,39 @@ class CpuUvaBuffer:
         return self.cpu[:n] if n is not None else self.cpu
 
 
+class CpuUvaView:
+    """``UvaBuffer`` of the trees whose ``uva`` is the device view itself, an attribute
+    (``buf.uva[:n]``), not a method: one CPU tensor is host and device view."""
+
+    def __init__(self, size: Any, dtype: torch.dtype) -> None:
+        self.cpu = torch.zeros(size, dtype=dtype)
+        self.np = self.cpu.numpy()
+        self.uva = self.cpu
+
+
+def cpu_copy_to_gpu(x: Any, out: torch.Tensor | None = None,
+                    device: torch.device | None = None) -> torch.Tensor:
+    """``async_copy_to_gpu`` of the trees that have it, without pinning its source."""
+    if isinstance(x, np.ndarray):
+        x = torch.from_numpy(x)
+    if out is None:
+        out = torch.empty_like(x, device=device)
+    return out.copy_(x)
+
+
 def boot(src: str) -> Any:
     """vLLM from ``src``, with MRV2's buffers on CPU; returns the vllm module."""
     vllm = v1.boot(src)
     from vllm.v1.worker.gpu import buffer_utils, model_runner
 
-    buffer_utils.UvaBuffer = CpuUvaBuffer
+    # The source tree's UvaBuffer says whether its device view is a method or a tensor.
+    view_is_method = callable(getattr(buffer_utils.UvaBuffer, "uva", None))
+    buffer_utils.UvaBuffer = CpuUvaBuffer if view_is_method else CpuUvaView
     buffer_utils.is_uva_available = lambda: True
+    # Trees whose host-to-device copies pin their source (x.pin_memory()) first.
+    for module in (buffer_utils, model_runner):
+        if hasattr(module, "async_copy_to_gpu"):
+            module.async_copy_to_gpu = cpu_copy_to_gpu
     # Copy-on-write of KV blocks for partial prefix hits: there are no KV caches here.
     model_runner.copy_kv_cache_blocks_inplace = lambda *args, **kwargs: None
     return vllm
@@ -128,6 +166,7 @@ class Mrv2Runner:
         from vllm.v1.worker.gpu.states import RequestState
 
         self.cls = GPUModelRunner
+        self.follows_k_t = runner_follows_k_t()
         self.mtp_k = mtp_k
         self.record = record
         device = torch.device("cpu")
@@ -141,9 +180,14 @@ class Mrv2Runner:
             kv_block_zeroer=_NoOp(), kv_caches=[], kv_cache_config=None,
             adaptive_verification=None, pooling_runner=None, encoder_cache=None,
             pp_handler=None, prompt_logprobs_worker=None, sampler=None, fast_prefill=None,
-            pcp_manager=None, model_config=types.SimpleNamespace(rswa_window=None))
+            pcp_manager=None, model_config=types.SimpleNamespace(rswa_window=None),
+            use_dcp=False)
+        # Trees without gather_batch_req_state (0.24.0) sort the batch in prepare_inputs.
+        self.gathers = hasattr(GPUModelRunner, "gather_batch_req_state")
         for name in ("_remove_request", "finish_requests", "add_requests", "update_requests",
                      "gather_batch_req_state", "prepare_inputs", "postprocess_sampled"):
+            if name == "gather_batch_req_state" and not self.gathers:
+                continue
             setattr(state, name, types.MethodType(getattr(GPUModelRunner, name), state))
         self.state = state
 
@@ -158,10 +202,19 @@ class Mrv2Runner:
         if so.total_num_scheduled_tokens == 0:
             self.record("schedule", v1._schedule_fields(so, []))
             return v1._runner_output(None, (0, 33, 0), [], []), None
-        batch_state, _ = s.gather_batch_req_state(so, False)
-        self.record("schedule", v1._schedule_fields(so, list(batch_state.req_ids)))
-        desc = types.SimpleNamespace(num_tokens=0, num_reqs=None)
-        batch = s.prepare_inputs(so, batch_state, desc, 0)
+        if self.gathers:
+            batch_state, _ = s.gather_batch_req_state(so, False)
+            self.record("schedule", v1._schedule_fields(so, list(batch_state.req_ids)))
+            desc = types.SimpleNamespace(num_tokens=0, num_reqs=None)
+            # The trees with LoRA-aware fast prefill take the number of active LoRAs too.
+            params = inspect.signature(self.cls.prepare_inputs).parameters
+            loras = (0,) if "num_active_loras" in params else ()
+            batch = s.prepare_inputs(so, batch_state, desc, *loras)
+        else:  # prepare_inputs sorts the batch, and pads to the descriptor's num_tokens
+            # (eager dispatch: the scheduled tokens, no request padding).
+            desc = types.SimpleNamespace(num_tokens=so.total_num_scheduled_tokens, num_reqs=None)
+            batch = s.prepare_inputs(so, desc)
+            self.record("schedule", v1._schedule_fields(so, list(batch.req_ids)))
         self.record("input_batch", _input_batch_fields(batch))
         sampled, num_sampled = self._verify(batch)
         from vllm.v1.worker.gpu.input_batch import get_num_sampled_and_rejected
@@ -174,7 +227,10 @@ class Mrv2Runner:
                                 "num_rejected": num_rejected.clone()})
         s.postprocess_sampled(batch.idx_mapping, sampled, num_sampled, num_rejected,
                               batch.query_start_loc)
-        k_t = 0 if getattr(so, "skip_drafts", False) else int(so.num_spec_tokens_to_schedule)
+        if self.follows_k_t:
+            k_t = 0 if getattr(so, "skip_drafts", False) else int(so.num_spec_tokens_to_schedule)
+        else:  # this tree's sample_tokens stores and hands back all S drafts, whatever K_t
+            k_t = self.mtp_k
         drafts = self._propose(batch, num_sampled, k_t)
         if k_t < self.mtp_k:  # sample_tokens, as written in model_runner.py
             drafts[:, k_t:] = -1
@@ -223,7 +279,9 @@ class Mrv2Runner:
             if int(num_sampled[i]) > 0:
                 token = int(req_states.last_sampled_tokens[state_row, 0])
             else:  # a chunk of a prefill: its next prompt token
-                token = int(req_states.next_prefill_tokens[0, state_row])
+                upcoming = req_states.next_prefill_tokens  # (max_num_reqs,) in 0.24.0
+                token = int(upcoming[state_row] if upcoming.dim() == 1
+                            else upcoming[0, state_row])
             position = int(req_states.num_computed_tokens.gpu[state_row])
             for j in range(self.mtp_k):
                 token = draft_next(token, position + j)
@@ -243,6 +301,8 @@ _BATCH_FIELDS = (
 def _input_batch_fields(batch: Any) -> dict[str, Any]:
     fields: dict[str, Any] = {}
     for name in _BATCH_FIELDS:
+        if name == "has_prefill" and not hasattr(batch, name):
+            continue  # 0.24.0's InputBatch has only is_prefilling_np
         value = getattr(batch, name)
         if isinstance(value, torch.Tensor):
             value = value.clone()
@@ -268,9 +328,19 @@ class Engine(v1.Engine):
             max_num_tokens=options["max_num_batched_tokens"], record=self._record)
 
 
-#: The V1 recorder's scenario, for the release Model Runner V2 is recorded from (the
-#: recorder records whichever release it boots).
-Scenario = functools.partial(v1.Scenario, versions=("0.33.0",))
+def runner_follows_k_t() -> bool:
+    """Whether the booted tree's MRV2 reads the scheduler's K_t
+    (``num_spec_tokens_to_schedule``): it then proposes K_t drafts, sets the columns past
+    K_t to -1 on the device and hands the scheduler ``[-1] * K_t``. Without it (0.24, 0.29)
+    MRV2 proposes, stores and hands back all S drafts whatever K_t is."""
+    from vllm.v1.worker.gpu.model_runner import GPUModelRunner
+
+    return "num_spec_tokens_to_schedule" in inspect.getsource(GPUModelRunner.execute_model)
+
+
+#: The V1 recorder's scenario, for the releases Model Runner V2 is recorded from (the
+#: recorder records whichever release it boots, the scenarios whose ``needs`` it has).
+Scenario = functools.partial(v1.Scenario, versions=("0.24.0", "0.29.0", "0.33.0"))
 
 
 def _steady(e: Engine) -> None:
@@ -369,6 +439,7 @@ SCENARIOS = [
              options=dict(max_num_batched_tokens=32)),
     Scenario("dynamic-k", "Dynamic speculative decoding: K_t=3 at batch size 1 and K_t=1 "
              "above; the speculator's columns past K_t are -1 on the device.", 3, _dynamic,
+             versions=("0.33.0",), needs=(runner_follows_k_t,),
              options=dict(max_num_batched_tokens=32, dynamic_k=[(1, 1, 3), (2, 8, 1)])),
     Scenario("async-scheduling", "AsyncScheduler, one step ahead of the results: its "
              "[-1] * K_t placeholders are the draft counts; MRV2 copies the drafts from the "
@@ -379,7 +450,7 @@ SCENARIOS = [
              "holds one real draft and -1 after it; MRV2's own combine kernel copies the "
              "-1 into input_ids, which the target would embed.", 3, _over_scheduled,
              options=dict(max_num_batched_tokens=32, dynamic_k=[(1, 1, 3), (2, 8, 1)]),
-             expect=_first_sentinel),
+             expect=_first_sentinel, versions=("0.33.0",), needs=(runner_follows_k_t,)),
 ]
 
 
@@ -394,8 +465,8 @@ def record(vllm: Any, scenario: Scenario) -> Any:
 
 def main(argv: list[str] | None = None) -> int:
     return v1.record_cli(argv, description=__doc__.split("\n\n")[0], folder="vllm-mrv2",
-                         scenarios=lambda version: list(SCENARIOS), record_one=record,
-                         boot_sources=boot)
+                         scenarios=lambda version: [s for s in SCENARIOS if s.applies()],
+                         record_one=record, boot_sources=boot)
 
 
 if __name__ == "__main__":
