@@ -21,7 +21,6 @@ from specguard.contracts._core._numpy_calls import count_nonzero as _count_nonze
 __all__: list[str] = []
 
 
-
 @clearance("StepTransition", covers=TRANSITION)
 def _clear_transition(step: Any) -> bool:
     starts, expected = step.starts, step.expected_starts

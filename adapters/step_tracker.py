@@ -72,7 +72,6 @@ from specguard.contracts._core._numpy_calls import count_nonzero as _count_nonze
 __all__ = ["StepLinks", "StepPlan", "StepState", "StepTracker"]
 
 
-
 @boundary_object(Boundary.ANY, minimums={"mtp_k": 1, "step": 0})
 class StepState(BoundaryObject):
     """What one finished step leaves for the next: per seq of its forward, in batch order."""

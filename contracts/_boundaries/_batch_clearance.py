@@ -16,11 +16,11 @@ import numpy as np
 from specguard.contracts._boundaries._seq_ids import unique_non_negative
 from specguard.contracts._core._clearance import clearance
 from specguard.contracts._core._numpy_calls import count_nonzero as _count_nonzero
+from specguard.contracts._core._numpy_calls import minimum_of as _minimum
 from specguard.contracts._core._values import all_within
 
 __all__: list[str] = []
 
-_minimum = np.minimum.reduce
 _add = np.add.reduce
 
 

@@ -30,7 +30,6 @@ from specguard.contracts._core._values import all_within
 __all__: list[str] = []
 
 
-
 def _positions_step_by_one(positions: np.ndarray, starts: np.ndarray, count: int) -> bool:
     """SG303's second half on sound spans: inside each span a position is the previous
     one plus one (range checked by the caller, so no difference wraps)."""

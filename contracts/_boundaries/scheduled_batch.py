@@ -404,8 +404,6 @@ def _state_slots(batch: ScheduledBatch, values: ValueChecks) -> Finding | None:
         f"state slot{value_text(slots, i)}", "state_slots", position=i, expected=">= 0"))
 
 
-
-
 @rule("SG115", "draft row i belongs to decode seq i",
       boundary=Boundary.SCHEDULE, applies_to=_BATCH,
       fields={"draft_seq_ids", "seq_ids", "is_decode"}, depth=Depth.ESSENTIAL,

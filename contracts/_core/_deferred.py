@@ -26,7 +26,6 @@ from specguard.contracts._core._violation import Finding, Violation
 __all__ = ["PendingVerdict", "flush_deferred", "pending_count", "submit"]
 
 
-
 @dataclass(frozen=True)
 class PendingVerdict:
     """One device verdict (a 0-d int64 tensor) and how to explain a failure."""

@@ -18,6 +18,8 @@ from specguard.contracts._core._arrays import UNSIGNED, array_kind
 from specguard.contracts._core._config import Config, Depth, DeviceValues
 from specguard.contracts._core._deferred import PendingVerdict, submit
 from specguard.contracts._core._numpy_calls import count_nonzero as _count_nonzero
+from specguard.contracts._core._numpy_calls import maximum_of as _maximum
+from specguard.contracts._core._numpy_calls import minimum_of as _minimum
 from specguard.contracts._core._violation import Finding
 
 __all__ = ["HOST_DEVICE_TYPES", "Explain", "ValueChecks", "all_within", "host_twin",
@@ -38,8 +40,6 @@ _UNSIGNED_BOUND: dict[np.dtype[Any], tuple[Any, int]] = {
 # reduction itself for the small arrays of a decode step.
 _ndarray = np.ndarray
 _bool_scalars = (np.bool_, bool)
-_maximum = np.maximum.reduce
-_minimum = np.minimum.reduce
 
 
 _COMPARE: dict[str, Callable[[Any, int], Any]] = {

@@ -186,7 +186,6 @@ class _Installed:
         return propose
 
 
-
 @refusing_what_raises("ATOM ModelRunner")
 def install(model_runner: Any, view: AtomView | None = None, *,
             layout: str = "pr1771", tracker: bool = True) -> AtomView:

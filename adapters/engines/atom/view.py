@@ -62,6 +62,7 @@ from specguard.contracts import (
     report,
 )
 from specguard.contracts._core._numpy_calls import count_nonzero as _count_nonzero
+from specguard.contracts._core._numpy_calls import maximum_of as _maximum
 from specguard.contracts.ops import ceil_div, is_int
 
 __all__ = ["LAYOUTS", "AtomLayout", "AtomView"]
@@ -70,7 +71,6 @@ _SUBJECT = "ATOM ScheduledBatch"
 _FIRST = itemgetter(0)
 _LIST_ITEM = list.__getitem__
 # The C functions themselves: the array methods add a Python-level call per use.
-_maximum = np.maximum.reduce
 
 
 #: The runner versions the view models, by the ATOM change that separates them.
@@ -276,9 +276,7 @@ def _read(batch: Any, name: str) -> Any:
     so that a subclass whose ``__len__`` or ``__iter__`` raises is a violation naming the
     field, not an exception from deep inside the view."""
     try:
-        value = getattr(batch, name)
-        if isinstance(value, list | tuple) and type(value) not in (list, tuple):
-            value = list(value)
+        value = _plain(getattr(batch, name))
     except AttributeError:
         _unreadable(name, f"the batch has no field {name!r}")
         return None
@@ -298,11 +296,16 @@ def _peek(batch: Any, name: str) -> Any:
     """:func:`_read` for what only the tracker's memory reads: None, quietly, where
     reading fails (the schedule's own reading has reported it)."""
     try:
-        value = getattr(batch, name, None)
-        if isinstance(value, list | tuple) and type(value) not in (list, tuple):
-            value = list(value)
+        return _plain(getattr(batch, name, None))
     except Exception:  # reported when the batch was scheduled
         return None
+
+
+def _plain(value: Any) -> Any:
+    """A list or tuple of a subclass as the plain list its iteration gives (which may
+    raise: the callers say what then); anything else as it is."""
+    if isinstance(value, list | tuple) and type(value) not in (list, tuple):
+        return list(value)
     return value
 
 

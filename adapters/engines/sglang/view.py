@@ -169,9 +169,9 @@ class SglangView:
             "seq_lens": _read(batch, "seq_lens"),
             "anchors": getattr(spec, "verified_id", None), "first_drafts": firsts,
             "draft_token": tokens, "positions": _read(verify_input, "positions"),
-            "retrive_index": _read_any(verify_input, _RETRIEVE_INDEX),
-            "retrive_next_token": _read_any(verify_input, _RETRIEVE_NEXT_TOKEN),
-            "retrive_next_sibling": _read_any(verify_input, _RETRIEVE_NEXT_SIBLING)},
+            "retrive_index": _read(verify_input, *_RETRIEVE_INDEX),
+            "retrive_next_token": _read(verify_input, *_RETRIEVE_NEXT_TOKEN),
+            "retrive_next_sibling": _read(verify_input, *_RETRIEVE_NEXT_SIBLING)},
             names=req_ids)
         build(DrafterOutput, {"mtp_k": self.mtp_k, "vocab_size": self.vocab_size,
                               "seq_ids": _positions(drafts, size), "draft_token_ids": drafts},
@@ -187,7 +187,7 @@ class SglangView:
             else SglangStep(req_ids, self._tracker_ids(req_ids))
         self.step = step
         size = len(req_ids)
-        accept = _int_vector(_read_any(verify_output, _ACCEPTED_PER_REQUEST))
+        accept = _int_vector(_read(verify_output, *_ACCEPTED_PER_REQUEST))
         finished = np.array([_finished(r) for r in _read(batch, "reqs") or ()], dtype=bool)
         verified = _read(verify_output, "verified_id")
         nxt = _read(verify_output, "draft_input")
@@ -481,15 +481,16 @@ class SglangView:
             self._last_version += 1
 
 
-def _read(obj: Any, name: str) -> Any:
-    """An SGLang field, or None (reported as SG001) when the object lacks it."""
-    try:
-        return getattr(obj, name)
-    except AttributeError:
-        report(_SUBJECT, [("SG001", Finding(
-            f"{type(obj).__name__} has no field {name!r}", name,
-            expected=f"SGLang's {name}"))], boundary=Boundary.SCHEDULE.value)
-        return None
+def _read(obj: Any, *names: str) -> Any:
+    """An SGLang field, under whichever of its release names ``obj`` has (0.5.10's
+    first), or None, reported as SG001 naming every spelling, when it has none."""
+    value = _first_of(obj, names, _ABSENT)
+    if value is not _ABSENT:
+        return value
+    report(_SUBJECT, [("SG001", Finding(
+        f"{type(obj).__name__} has no field {' or '.join(map(repr, names))}", names[0],
+        expected=f"SGLang's {names[0]}"))], boundary=Boundary.SCHEDULE.value)
+    return None
 
 
 #: Fields SGLang renamed between releases of the v1 worker, 0.5.10's name first (what
@@ -502,30 +503,16 @@ _ACCEPTED_PER_REQUEST = ("accept_length_per_req_cpu", "num_accepted_drafts_per_r
 _NEXT_ACCEPTED = ("accept_length_cpu", "num_accepted_drafts_cpu")
 
 
-def _first_of(obj: Any, names: tuple[str, ...]) -> Any:
-    """The first of ``names`` that ``obj`` has, or None."""
+def _first_of(obj: Any, names: tuple[str, ...], default: Any = None) -> Any:
+    """The first of ``names`` that ``obj`` has, or ``default``."""
     for name in names:
         value = getattr(obj, name, _ABSENT)
         if value is not _ABSENT:
             return value
-    return None
-
-
-def _read_any(obj: Any, names: tuple[str, ...]) -> Any:
-    """:func:`_read` of a field under whichever of its release names ``obj`` has; SG001
-    names every spelling when it has none."""
-    for name in names:
-        value = getattr(obj, name, _ABSENT)
-        if value is not _ABSENT:
-            return value
-    report(_SUBJECT, [("SG001", Finding(
-        f"{type(obj).__name__} has no field {' or '.join(map(repr, names))}", names[0],
-        expected=f"SGLang's {names[0]}"))], boundary=Boundary.SCHEDULE.value)
-    return None
+    return default
 
 
 _ABSENT = object()
-
 
 
 def _as_names(rids: tuple[Any, ...]) -> tuple[str, ...]:

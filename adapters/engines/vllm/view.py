@@ -82,9 +82,6 @@ __all__ = ["KNOWN_VERSIONS", "LATEST", "PLACEHOLDER", "VllmSchedule", "VllmStep"
            "parse_version"]
 
 
-
-
-
 class StepEntries(NamedTuple):
     """A ``SchedulerOutput``'s per-request entries, read into arrays in batch order."""
 
