@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from kernel_switch import IMPLEMENTATIONS, kernels_as
 from strategies.cases import Case
 from strategies.mutations import MUTATIONS, Mutation, doubly_mutated, mutated
 from strategies.valid import valid_cases
@@ -77,41 +78,80 @@ def test_a_per_step_objects_clearance_vouches_for_every_rule_of_it(cls):
         "ScheduledBatch", "VerifyOutput"]
 
 
+@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
 @pytest.mark.parametrize("cls", CLEARED, ids=lambda c: c.__name__)
 @given(data=st.data())
-def test_a_clearance_clears_every_valid_object(cls: type, data: st.DataObject) -> None:
+def test_a_clearance_clears_every_valid_object(implementation: str, cls: type,
+                                               data: st.DataObject) -> None:
     """On valid objects of any size, phase mix, backend and dtype the clearance says yes."""
-    verdicts = _verdicts(_built(data.draw(valid_cases(cls))))
+    case = data.draw(valid_cases(cls))
+    with kernels_as(implementation):
+        verdicts = _verdicts(_built(case))
     assert verdicts is None or verdicts == (True, True)
 
 
+@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
 @pytest.mark.parametrize("mutation", CLEARED_MUTATIONS, ids=lambda m: f"{m.code}-{m.name}")
 @settings(max_examples=15)
 @given(data=st.data())
 def test_a_clearance_agrees_with_its_rules_on_every_mutation(
-    mutation: Mutation, data: st.DataObject
+    implementation: str, mutation: Mutation, data: st.DataObject
 ) -> None:
     """Broken one rule at a time, the clearance says no exactly when a covered rule fires."""
     # Drawn among the cleared classes alone: most of the boundary classes have no clearance.
     cleared = dataclasses.replace(mutation, classes=tuple(c for c in mutation.classes
                                                           if c in CLEARED))
     _, broken = data.draw(mutated(cleared))
-    verdicts = _verdicts(_built(broken))
+    with kernels_as(implementation):
+        verdicts = _verdicts(_built(broken))
     if verdicts is not None:
         clear, rules_pass = verdicts
         assert clear is rules_pass
 
 
+@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
 @given(pair=doubly_mutated())
-def test_a_clearance_agrees_with_its_rules_on_two_breaks(pair: tuple[Any, Any, Any]) -> None:
+def test_a_clearance_agrees_with_its_rules_on_two_breaks(
+    implementation: str, pair: tuple[Any, Any, Any]
+) -> None:
     """Two rules broken at once: still never a yes where a covered rule fires."""
     *_, broken = pair
     if broken.cls not in CLEARED:
         return
-    verdicts = _verdicts(_built(broken))
+    with kernels_as(implementation):
+        verdicts = _verdicts(_built(broken))
     if verdicts is not None:
         clear, rules_pass = verdicts
         assert clear is rules_pass
+
+
+@pytest.mark.parametrize("cls", CLEARED, ids=lambda c: c.__name__)
+@settings(max_examples=30)
+@given(data=st.data())
+def test_the_compiled_clearance_answers_on_numpy_objects_rather_than_declining(
+    cls: type, data: st.DataObject
+) -> None:
+    """Valid objects of native integer dtypes are answered by the compiled kernel, not
+    passed back to numpy: a kernel that declined everything would pass every test of
+    agreement above while saving nothing."""
+    case = data.draw(valid_cases(cls))
+    with kernels_as("compiled") as counting:
+        verdicts = _verdicts(_built(case))
+    assert counting is not None
+    if verdicts is None:
+        return  # not asked: metadata not clean, or not numpy arrays
+    assert counting.answers, "the compiled kernel was not asked"
+    assert counting.declined() == 0 or _has_unread_dtype(_built(case)), counting.answers
+    assert verdicts == (True, True)
+
+
+def _has_unread_dtype(obj: Any) -> bool:
+    """Whether an array of ``obj`` is of a dtype the compiled kernels leave to numpy
+    (uint64, or not in native byte order)."""
+    target = type(obj).__sg_plan__.rule_target(obj)
+    arrays = [getattr(target, f.name) for f in dataclasses.fields(target)]
+    return any(isinstance(a, np.ndarray) and (a.dtype == np.uint64 or not a.dtype.isnative)
+               for a in arrays)
 
 
 def test_a_clearance_that_raises_leaves_every_rule_to_run(monkeypatch: Any) -> None:

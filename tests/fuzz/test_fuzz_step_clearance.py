@@ -6,8 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from kernel_switch import IMPLEMENTATIONS, kernels_as
 
 from specguard import contracts
 from specguard.adapters._step_rules import TRANSITION, StepTransition
@@ -123,17 +125,24 @@ def _verdicts(step: StepTransition) -> tuple[bool, bool]:
     return found.check(target), not any(map(finds, covered))
 
 
+@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
 @settings(max_examples=max(settings().max_examples, 500))  # small objects: ~1 s
 @given(transitions())
-def test_the_transition_clearance_agrees_with_its_rules(step: StepTransition) -> None:
-    clear, rules_pass = _verdicts(step)
+def test_the_transition_clearance_agrees_with_its_rules(implementation: str,
+                                                        step: StepTransition) -> None:
+    with kernels_as(implementation) as counting:
+        clear, rules_pass = _verdicts(step)
     assert clear is rules_pass
+    assert counting is None or counting.declined() == 0  # int64 transitions: all answered
 
 
+@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
 @given(transitions(leave=frozenset()))
-def test_a_transition_repaired_for_every_rule_is_cleared(step: StepTransition) -> None:
+def test_a_transition_repaired_for_every_rule_is_cleared(implementation: str,
+                                                         step: StepTransition) -> None:
     """The strategy's repairs are sound, and the clearance clears what they make."""
-    assert _verdicts(step) == (True, True)
+    with kernels_as(implementation):
+        assert _verdicts(step) == (True, True)
 
 
 def test_a_clean_transition_is_cleared_and_a_broken_one_still_names_its_rule() -> None:

@@ -1,0 +1,33 @@
+"""The compiled clearances, where this install has them.
+
+``KERNELS`` is the C extension ``_kernels`` (built from ``_kernels.c`` when the package
+is installed with a C compiler at hand), or None: where it was not built, or when
+``SPECGUARD_PURE_PYTHON`` is set to anything but ``0`` or empty. Each clearance asks it
+first and answers in numpy where it is None or declines (answers None), so the verdicts
+are the same either way; only their cost differs. Between model forwards, when numpy's
+code is out of the caches, a clearance's dozen numpy calls cost tens of microseconds and
+one compiled loop a few (``docs/performance.md``).
+"""
+
+from __future__ import annotations
+
+import os
+from types import ModuleType
+
+__all__ = ["KERNELS", "load_kernels"]
+
+
+def load_kernels(environ: dict[str, str] | None = None) -> ModuleType | None:
+    """The compiled module, or None where it is missing or switched off."""
+    settings = os.environ if environ is None else environ
+    if settings.get("SPECGUARD_PURE_PYTHON", "").strip() not in ("", "0"):
+        return None
+    try:
+        from specguard.contracts._core import _kernels
+    except ImportError:
+        return None
+    return _kernels
+
+
+#: The compiled clearances, or None (read at each call, so a test may switch them off).
+KERNELS: ModuleType | None = load_kernels()

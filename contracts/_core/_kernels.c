@@ -1,0 +1,603 @@
+/*
+ * The clearances of the boundary objects an engine hands over every step, compiled.
+ *
+ * A clearance answers "would every rule it covers pass?" on an object with clean
+ * metadata (see _clearance.py). Its numpy version is a dozen numpy calls, each a few
+ * microseconds after a model forward has evicted numpy's code from the caches; these
+ * loops read the same host arrays in one call of a few microseconds. Each function
+ * answers True (every covered rule passes), False (some rule may fail: the rules run
+ * and explain) or None (a form of input it does not read, such as a big-endian dtype or
+ * a value large enough for numpy's fixed-width arithmetic to wrap where these loops
+ * would not): the numpy clearance answers then, so None never changes a verdict.
+ *
+ * Arrays arrive through the buffer protocol (no numpy headers at build time); any
+ * strides are read, so views and slices need no copy.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Past this magnitude a sum or a +1 of the numpy clearance (and of the rules, in the
+ * array's own dtype) could wrap in int32: the compiled loops decline such input. */
+#define ARITH_LIMIT ((int64_t)1 << 30)
+#define MAX_HELD 16
+#define SMALL_UNIQUE 48
+
+typedef int64_t (*Loader)(const char *);
+
+static int64_t load_i8(const char *p) { return *(const int8_t *)p; }
+static int64_t load_u8(const char *p) { return *(const uint8_t *)p; }
+static int64_t load_i16(const char *p) { int16_t v; memcpy(&v, p, 2); return v; }
+static int64_t load_u16(const char *p) { uint16_t v; memcpy(&v, p, 2); return v; }
+static int64_t load_i32(const char *p) { int32_t v; memcpy(&v, p, 4); return v; }
+static int64_t load_u32(const char *p) { uint32_t v; memcpy(&v, p, 4); return v; }
+static int64_t load_i64(const char *p) { int64_t v; memcpy(&v, p, 8); return v; }
+static int64_t load_bool(const char *p) { return *(const uint8_t *)p != 0; }
+
+typedef struct {
+    const char *buf;
+    Py_ssize_t n0, n1, s0, s1;
+    int ndim;
+    Loader load;
+} Arr;
+
+typedef struct {
+    Py_buffer views[MAX_HELD];
+    int count;
+} Held;
+
+static void release_all(Held *held) {
+    for (int i = 0; i < held->count; i++) PyBuffer_Release(&held->views[i]);
+    held->count = 0;
+}
+
+static Loader loader_of(const Py_buffer *view) {
+    const char *f = view->format ? view->format : "B";
+    if (*f == '@' || *f == '=' || *f == '<' || *f == '|') f++;
+    if (!*f || f[1]) return NULL; /* '>', '!', structs and the like: not read here */
+    Py_ssize_t size = view->itemsize;
+    switch (*f) {
+    case '?': return size == 1 ? load_bool : NULL;
+    case 'b': case 'h': case 'i': case 'l': case 'q':
+        return size == 1 ? load_i8 : size == 2 ? load_i16 : size == 4 ? load_i32
+             : size == 8 ? load_i64 : NULL;
+    case 'B': case 'H': case 'I': case 'L': case 'Q':
+        /* uint64 is left to numpy: its values past int64 do not fit these loops */
+        return size == 1 ? load_u8 : size == 2 ? load_u16 : size == 4 ? load_u32 : NULL;
+    default: return NULL;
+    }
+}
+
+/* Read ``obj`` as an array of ``ndim`` axes (1 or 2). 1 when it can, 0 when not. */
+static int take(Held *held, PyObject *obj, Arr *arr, int ndim) {
+    if (held->count >= MAX_HELD) return 0;
+    Py_buffer *view = &held->views[held->count];
+    if (PyObject_GetBuffer(obj, view, PyBUF_RECORDS_RO) < 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    held->count++;
+    if (view->ndim != ndim || (arr->load = loader_of(view)) == NULL) return 0;
+    arr->buf = (const char *)view->buf;
+    arr->ndim = ndim;
+    arr->n0 = view->shape[0];
+    arr->s0 = view->strides[0];
+    arr->n1 = ndim == 2 ? view->shape[1] : 1;
+    arr->s1 = ndim == 2 ? view->strides[1] : 0;
+    return 1;
+}
+
+/* ``obj`` may be None: *present says which. */
+static int take_optional(Held *held, PyObject *obj, Arr *arr, int ndim, int *present) {
+    *present = obj != Py_None;
+    return *present ? take(held, obj, arr, ndim) : 1;
+}
+
+/* A Python int as int64; 0 when it is no int or does not fit. */
+static int as_int(PyObject *obj, int64_t *out) {
+    if (!PyLong_Check(obj)) return 0;
+    int overflow = 0;
+    long long value = PyLong_AsLongLongAndOverflow(obj, &overflow);
+    if (overflow || (value == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return 0;
+    }
+    *out = (int64_t)value;
+    return 1;
+}
+
+static int as_optional_int(PyObject *obj, int64_t *out, int *present) {
+    *present = obj != Py_None;
+    return *present ? as_int(obj, out) : 1;
+}
+
+#define AT(a, i) ((a).load((a).buf + (i) * (a).s0))
+#define AT2(a, i, j) ((a).load((a).buf + (i) * (a).s0 + (j) * (a).s1))
+
+/* Every element in [lo, hi). */
+static int within(const Arr *a, int64_t lo, int64_t hi) {
+    for (Py_ssize_t i = 0; i < a->n0; i++)
+        for (Py_ssize_t j = 0; j < a->n1; j++) {
+            int64_t v = a->load(a->buf + i * a->s0 + j * a->s1);
+            if (v < lo || v >= hi) return 0;
+        }
+    return 1;
+}
+
+/* Every element's magnitude at most ARITH_LIMIT. */
+static int small(const Arr *a) { return within(a, -ARITH_LIMIT, ARITH_LIMIT + 1); }
+
+static uint64_t mix(int64_t v) { return (uint64_t)v * 0x9E3779B97F4A7C15ULL; }
+
+/* 1: unique and non-negative; 0: not; -1: out of memory (the caller declines). */
+static int unique_non_negative(const Arr *ids) {
+    Py_ssize_t n = ids->n0;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (AT(*ids, i) < 0) return 0;
+    if (n < 2) return 1;
+    if (n <= SMALL_UNIQUE) {
+        for (Py_ssize_t i = 1; i < n; i++) {
+            int64_t v = AT(*ids, i);
+            for (Py_ssize_t j = 0; j < i; j++)
+                if (AT(*ids, j) == v) return 0;
+        }
+        return 1;
+    }
+    /* open addressing over a power of two at least twice n; -1 marks a free slot */
+    int bits = 1;
+    while (((Py_ssize_t)1 << bits) < 2 * n) bits++;
+    size_t size = (size_t)1 << bits;
+    int64_t *slots = (int64_t *)malloc(size * sizeof(int64_t));
+    if (slots == NULL) return -1;
+    memset(slots, 0xff, size * sizeof(int64_t));
+    int answer = 1;
+    for (Py_ssize_t i = 0; i < n && answer; i++) {
+        int64_t v = AT(*ids, i);
+        size_t at = (size_t)(mix(v) >> (64 - bits));
+        while (slots[at] != -1) {
+            if (slots[at] == v) { answer = 0; break; }
+            at = (at + 1) & (size - 1);
+        }
+        slots[at] = v;
+    }
+    free(slots);
+    return answer;
+}
+
+/* Span offsets that run from 0 to ``end`` without going back (SG304). */
+static int sound_spans(const Arr *starts, int64_t end) {
+    Py_ssize_t m = starts->n0;
+    if (m < 1 || AT(*starts, 0) != 0 || AT(*starts, m - 1) != end) return 0;
+    for (Py_ssize_t i = 1; i < m; i++)
+        if (AT(*starts, i) < AT(*starts, i - 1)) return 0;
+    return 1;
+}
+
+/* Positions in [0, limit) (or >= 0 with no limit), and each the previous + 1 inside a
+ * span of the first ``count`` tokens (SG303; the spans are sound by then). */
+static int positions_sound(const Arr *positions, const Arr *starts, int64_t count,
+                           int has_limit, int64_t limit) {
+    if (!within(positions, 0, has_limit ? limit : INT64_MAX)) return 0;
+    if (count < 2) return 1;
+    Py_ssize_t m = starts->n0;
+    for (Py_ssize_t s = 0; s + 1 < m; s++) {
+        int64_t begin = AT(*starts, s), end = AT(*starts, s + 1);
+        for (int64_t i = begin + 1; i < end; i++)
+            if (AT(*positions, i) != AT(*positions, i - 1) + 1) return 0;
+    }
+    return 1;
+}
+
+typedef enum { DECLINE = -1, NO = 0, YES = 1 } Verdict;
+
+static PyObject *answer(Held *held, Verdict verdict) {
+    release_all(held);
+    if (verdict == DECLINE) Py_RETURN_NONE;
+    if (verdict == YES) Py_RETURN_TRUE;
+    Py_RETURN_FALSE;
+}
+
+static int arity(Py_ssize_t nargs, Py_ssize_t wanted, const char *name) {
+    if (nargs == wanted) return 1;
+    PyErr_Format(PyExc_TypeError, "%s() takes %zd arguments (%zd given)", name, wanted, nargs);
+    return 0;
+}
+
+#define NEED(cond) do { if (!(cond)) { verdict = DECLINE; goto done; } } while (0)
+#define CHECK(cond) do { if (!(cond)) { verdict = NO; goto done; } } while (0)
+#define UNIQUE(ids) do { int u_ = unique_non_negative(&(ids)); NEED(u_ >= 0); CHECK(u_); } while (0)
+
+/* unique_ids(ids): SG010 alone. */
+static PyObject *unique_ids(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (!arity(nargs, 1, "unique_ids")) return NULL;
+    Held held = {.count = 0};
+    Verdict verdict = YES;
+    Arr ids;
+    NEED(take(&held, args[0], &ids, 1));
+    UNIQUE(ids);
+done:
+    return answer(&held, verdict);
+}
+
+/* scheduled_batch(seq_ids, is_decode, num_scheduled, context_lens, mtp_k, num_tokens,
+ *   num_decode, draft_token_ids, vocab_size, draft_placeholder, num_drafts, token_ids,
+ *   state_slots, draft_seq_ids): SG010, SG103, SG106-SG109, SG111-SG113, SG115. */
+static PyObject *scheduled_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (!arity(nargs, 14, "scheduled_batch")) return NULL;
+    Held held = {.count = 0};
+    Verdict verdict = YES;
+    Arr ids, flags, counts, context, drafts, num_drafts, tokens, slots, owners;
+    int64_t mtp_k, total, num_decode, vocab, placeholder;
+    int has_placeholder, has_slots, has_owners;
+    NEED(take(&held, args[0], &ids, 1) && take(&held, args[1], &flags, 1)
+         && take(&held, args[2], &counts, 1) && take(&held, args[3], &context, 1));
+    NEED(as_int(args[4], &mtp_k) && as_int(args[5], &total) && as_int(args[6], &num_decode));
+    NEED(take(&held, args[7], &drafts, 2) && as_int(args[8], &vocab));
+    NEED(as_optional_int(args[9], &placeholder, &has_placeholder));
+    NEED(take(&held, args[10], &num_drafts, 1) && take(&held, args[11], &tokens, 1));
+    NEED(take_optional(&held, args[12], &slots, 1, &has_slots));
+    NEED(take_optional(&held, args[13], &owners, 1, &has_owners));
+    Py_ssize_t n = ids.n0;
+    NEED(flags.n0 == n && counts.n0 == n && context.n0 == n && mtp_k >= 0
+         && mtp_k < ARITH_LIMIT && total >= 0);
+    int64_t width = mtp_k + 1, decoding = 0;
+    for (Py_ssize_t i = 0; i < n; i++) decoding += AT(flags, i) != 0;
+    CHECK(decoding == num_decode);  /* SG107's count */
+    UNIQUE(ids);  /* SG010 */
+    int64_t scheduled = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t c = AT(counts, i);
+        if (AT(flags, i)) CHECK(c == width);  /* SG103 */
+        else CHECK(c >= 1);  /* SG107's prefill counts */
+        CHECK(c <= total);  /* SG106's range */
+        scheduled += c;
+    }
+    CHECK(scheduled == total);  /* SG106 */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t c = AT(counts, i), have = AT(context, i);
+        CHECK(have >= c && !(AT(flags, i) && have == c));  /* SG111 */
+    }
+    for (Py_ssize_t i = 0; i < drafts.n0; i++)  /* SG108 */
+        for (Py_ssize_t j = 0; j < drafts.n1; j++) {
+            int64_t d = AT2(drafts, i, j);
+            CHECK((has_placeholder && d == placeholder) || (d >= 0 && d < vocab));
+        }
+    CHECK(within(&num_drafts, 0, width));  /* SG109 */
+    CHECK(within(&tokens, 0, vocab));  /* SG112 */
+    if (has_slots) CHECK(within(&slots, 0, INT64_MAX));  /* SG113 */
+    if (has_owners) {  /* SG115: the decode seqs, in batch order */
+        NEED(owners.n0 == decoding);
+        Py_ssize_t row = 0;
+        for (Py_ssize_t i = 0; i < n; i++)
+            if (AT(flags, i)) CHECK(AT(ids, i) == AT(owners, row++));
+    }
+done:
+    return answer(&held, verdict);
+}
+
+/* model_input(seq_ids, query_start_loc, num_tokens, num_padding, input_ids, vocab_size,
+ *   positions, max_model_len, slot_mapping, num_slots, padding_slot_id):
+ *   SG010, SG301, SG303-SG305, SG308-SG310. */
+static PyObject *model_input(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (!arity(nargs, 11, "model_input")) return NULL;
+    Held held = {.count = 0};
+    Verdict verdict = YES;
+    Arr ids, starts, input_ids, positions, slots;
+    int64_t count, padding, vocab, limit, num_slots, pad_id;
+    int has_padding, has_limit, has_pad_id;
+    NEED(take(&held, args[0], &ids, 1) && take(&held, args[1], &starts, 1));
+    NEED(as_int(args[2], &count) && as_optional_int(args[3], &padding, &has_padding));
+    NEED(take(&held, args[4], &input_ids, 1) && as_int(args[5], &vocab));
+    NEED(take(&held, args[6], &positions, 1));
+    NEED(as_optional_int(args[7], &limit, &has_limit));
+    NEED(take(&held, args[8], &slots, 1) && as_int(args[9], &num_slots));
+    NEED(as_optional_int(args[10], &pad_id, &has_pad_id));
+    NEED(positions.n0 >= count && count >= 0);
+    UNIQUE(ids);  /* SG010 */
+    int64_t real = count - (has_padding ? padding : 0);
+    CHECK(real >= 0 && sound_spans(&starts, real));  /* SG304, SG309, SG308 */
+    CHECK(within(&input_ids, 0, vocab));  /* SG301 */
+    CHECK(positions_sound(&positions, &starts, real, has_limit, limit));  /* SG303 */
+    CHECK(within(&slots, -1, num_slots));  /* SG305 */
+    if (has_padding) {  /* SG308, SG310 */
+        int64_t pad = has_pad_id ? pad_id : -1;
+        for (Py_ssize_t i = 0; i < slots.n0; i++) {
+            int64_t s = AT(slots, i);
+            CHECK(i < real ? s != pad : s == pad);
+        }
+    }
+done:
+    return answer(&held, verdict);
+}
+
+/* drafter_input(seq_ids, query_start_loc, num_tokens, input_ids, vocab_size,
+ *   sample_indices, positions, max_model_len, seq_lens, max_seq_len):
+ *   SG010, SG301-SG304, SG306, SG307. */
+static PyObject *drafter_input(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (!arity(nargs, 10, "drafter_input")) return NULL;
+    Held held = {.count = 0};
+    Verdict verdict = YES;
+    Arr ids, starts, input_ids, picks, positions, seq_lens;
+    int64_t count, vocab, limit, bound;
+    int has_limit, has_lens, has_bound;
+    NEED(take(&held, args[0], &ids, 1) && take(&held, args[1], &starts, 1));
+    NEED(as_int(args[2], &count) && take(&held, args[3], &input_ids, 1));
+    NEED(as_int(args[4], &vocab) && take(&held, args[5], &picks, 1));
+    NEED(take(&held, args[6], &positions, 1) && as_optional_int(args[7], &limit, &has_limit));
+    NEED(take_optional(&held, args[8], &seq_lens, 1, &has_lens));
+    NEED(as_optional_int(args[9], &bound, &has_bound));
+    Py_ssize_t m = starts.n0;
+    NEED(count >= 0 && positions.n0 >= count && m >= 1 && picks.n0 == m - 1);
+    NEED(!has_lens || (seq_lens.n0 == m - 1 && small(&seq_lens)));
+    UNIQUE(ids);  /* SG010 */
+    CHECK(sound_spans(&starts, count));  /* SG304 */
+    CHECK(within(&input_ids, 0, vocab));  /* SG301 */
+    for (Py_ssize_t i = 0; i < picks.n0; i++) {  /* SG302 */
+        int64_t p = AT(picks, i);
+        CHECK(p >= AT(starts, i) && p < AT(starts, i + 1));
+    }
+    CHECK(positions_sound(&positions, &starts, count, has_limit, limit));  /* SG303 */
+    if (!has_lens) goto done;
+    if (count > 0 && m >= 2) {  /* SG306: each nonempty span's last position + 1 */
+        for (Py_ssize_t s = 0; s + 1 < m; s++) {
+            int64_t begin = AT(starts, s), end = AT(starts, s + 1);
+            if (end <= begin) continue;
+            int64_t last = AT(positions, end - 1);
+            if (has_limit && last >= limit) continue;
+            CHECK(AT(seq_lens, s) - 1 == last);
+        }
+    }
+    if (has_bound && seq_lens.n0)  /* SG307 */
+        CHECK(within(&seq_lens, INT64_MIN, bound == INT64_MAX ? INT64_MAX : bound + 1));
+done:
+    return answer(&held, verdict);
+}
+
+/* Vocabulary ids exactly at the first ``real[i]`` columns of row i (``inclusive``: up to
+ * and including column real[i]), -1 everywhere else (SG202, SG401's rows). */
+static int prefix_layout(const Arr *tokens, const Arr *real, int inclusive, int64_t vocab) {
+    for (Py_ssize_t i = 0; i < tokens->n0; i++) {
+        int64_t r = AT(*real, i);
+        for (Py_ssize_t j = 0; j < tokens->n1; j++) {
+            int64_t t = AT2(*tokens, i, j);
+            if (t < -1 || t >= vocab) return 0;
+            int is_real = inclusive ? (int64_t)j <= r : (int64_t)j < r;
+            if ((t != -1) != is_real) return 0;
+        }
+    }
+    return 1;
+}
+
+/* verify_output(seq_ids, num_accepted, mtp_k, token_ids, vocab_size): SG010, SG201, SG202. */
+static PyObject *verify_output(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (!arity(nargs, 5, "verify_output")) return NULL;
+    Held held = {.count = 0};
+    Verdict verdict = YES;
+    Arr ids, accepted, tokens;
+    int64_t mtp_k, vocab;
+    NEED(take(&held, args[0], &ids, 1) && take(&held, args[1], &accepted, 1));
+    NEED(as_int(args[2], &mtp_k) && take(&held, args[3], &tokens, 2) && as_int(args[4], &vocab));
+    NEED(mtp_k >= 0 && mtp_k < ARITH_LIMIT && tokens.n0 == accepted.n0
+         && tokens.n1 == mtp_k + 1);
+    UNIQUE(ids);  /* SG010 */
+    CHECK(within(&accepted, 0, mtp_k + 1));  /* SG201 */
+    CHECK(prefix_layout(&tokens, &accepted, 1, vocab));  /* SG202 */
+done:
+    return answer(&held, verdict);
+}
+
+/* drafter_output(seq_ids, draft_token_ids, vocab_size, num_proposed, mtp_k):
+ *   SG010, SG108, SG116. */
+static PyObject *drafter_output(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (!arity(nargs, 5, "drafter_output")) return NULL;
+    Held held = {.count = 0};
+    Verdict verdict = YES;
+    Arr ids, drafts, counts;
+    int64_t vocab, mtp_k;
+    int has_counts;
+    NEED(take(&held, args[0], &ids, 1) && take(&held, args[1], &drafts, 2));
+    NEED(as_int(args[2], &vocab) && take_optional(&held, args[3], &counts, 1, &has_counts));
+    NEED(as_int(args[4], &mtp_k) && mtp_k < INT64_MAX);
+    UNIQUE(ids);  /* SG010 */
+    CHECK(within(&drafts, 0, vocab));  /* SG108 */
+    if (has_counts) CHECK(within(&counts, 0, mtp_k + 1));  /* SG116 */
+done:
+    return answer(&held, verdict);
+}
+
+/* request_output(seq_ids, token_ids, num_emitted, num_generated, stop_token_ids,
+ *   vocab_size, max_new_tokens, finished): SG010, SG401-SG404. */
+static PyObject *request_output(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (!arity(nargs, 8, "request_output")) return NULL;
+    Held held = {.count = 0};
+    Verdict verdict = YES;
+    Arr ids, tokens, counts, given, stops, limits, finished;
+    int64_t vocab;
+    NEED(take(&held, args[0], &ids, 1) && take(&held, args[1], &tokens, 2));
+    NEED(take(&held, args[2], &counts, 1) && take(&held, args[3], &given, 1));
+    NEED(take(&held, args[4], &stops, 2) && as_int(args[5], &vocab));
+    NEED(take(&held, args[6], &limits, 1) && take(&held, args[7], &finished, 1));
+    Py_ssize_t n = tokens.n0, width = tokens.n1;
+    NEED(counts.n0 == n && given.n0 == n && stops.n0 == n && limits.n0 == n
+         && finished.n0 == n && small(&given) && small(&limits));
+    UNIQUE(ids);  /* SG010 */
+    CHECK(within(&counts, 0, (int64_t)width + 1));  /* SG401's counts */
+    CHECK(within(&given, 0, INT64_MAX));  /* SG401 */
+    CHECK(within(&stops, -1, vocab));  /* SG401's stop ids */
+    CHECK(prefix_layout(&tokens, &counts, 0, vocab));  /* SG401 */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t count = AT(counts, i), total = AT(given, i) + count, limit = AT(limits, i);
+        CHECK(total <= limit);  /* SG403 */
+        int stopped_last = 0;
+        for (Py_ssize_t j = 0; j < count; j++) {  /* past the emitted ones: all -1 */
+            int64_t t = AT2(tokens, i, j);
+            int hit = 0;
+            for (Py_ssize_t c = 0; c < stops.n1 && !hit; c++) {
+                int64_t stop = AT2(stops, i, c);
+                hit = stop >= 0 && t == stop;
+            }
+            if (!hit) continue;
+            CHECK((int64_t)j == count - 1);  /* SG402: nothing after a stop */
+            stopped_last = 1;
+        }
+        if (count > 0 && (stopped_last || total >= limit))
+            CHECK(AT(finished, i));  /* SG404 */
+    }
+done:
+    return answer(&held, verdict);
+}
+
+typedef struct { int64_t first, end; } Interval;
+
+static int by_first(const void *a, const void *b) {
+    int64_t x = ((const Interval *)a)->first, y = ((const Interval *)b)->first;
+    return (x > y) - (x < y);
+}
+
+/* logits_rows(seq_ids, num_drafts, row_starts, row_counts, num_logits, num_rows):
+ *   SG010, SG311, SG312. */
+static PyObject *logits_rows(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (!arity(nargs, 6, "logits_rows")) return NULL;
+    Held held = {.count = 0};
+    Verdict verdict = YES;
+    Interval *intervals = NULL;
+    Arr ids, drafts, starts, counts;
+    int64_t num_logits, num_rows;
+    NEED(take(&held, args[0], &ids, 1) && take(&held, args[1], &drafts, 1));
+    NEED(take(&held, args[2], &starts, 1) && take(&held, args[3], &counts, 1));
+    NEED(as_int(args[4], &num_logits) && as_int(args[5], &num_rows));
+    Py_ssize_t n = drafts.n0;
+    NEED(starts.n0 == n && counts.n0 == n && small(&drafts) && small(&starts)
+         && small(&counts));
+    UNIQUE(ids);  /* SG010 */
+    CHECK(within(&drafts, 0, INT64_MAX) && within(&starts, -1, INT64_MAX));
+    int64_t rows = n;
+    for (Py_ssize_t i = 0; i < n; i++) rows += AT(drafts, i);
+    CHECK(rows == num_logits);  /* SG311 */
+    Py_ssize_t covered = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {  /* SG312: 1 + K rows each, inside the data */
+        int64_t start = AT(starts, i), c = AT(counts, i);
+        if (start < 0) { CHECK(c == 0); continue; }
+        CHECK(c == AT(drafts, i) + 1 && start + c <= num_rows);
+        covered++;
+    }
+    if (covered < 2) goto done;
+    intervals = (Interval *)malloc((size_t)covered * sizeof(Interval));
+    NEED(intervals != NULL);
+    Py_ssize_t k = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t start = AT(starts, i);
+        if (start >= 0) {
+            intervals[k].first = start;
+            intervals[k++].end = start + AT(counts, i);
+        }
+    }
+    qsort(intervals, (size_t)covered, sizeof(Interval), by_first);
+    for (Py_ssize_t i = 1; i < covered; i++)  /* SG312: no request's rows shared */
+        CHECK(intervals[i].first >= intervals[i - 1].end);
+done:
+    free(intervals);
+    return answer(&held, verdict);
+}
+
+/* step_transition(starts, expected_starts, refilled, num_drafts, decode_positions,
+ *   draft_token_ids, draft_placeholder, has_proposal, proposed, prev_rows,
+ *   expected_num_drafts, num_proposed, mtp_k, first_seen, drafts_handed_over):
+ *   SG601, SG602, SG603, SG607, SG660, SG661. */
+static PyObject *step_transition(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (!arity(nargs, 15, "step_transition")) return NULL;
+    Held held = {.count = 0};
+    Verdict verdict = YES;
+    Arr starts, expected, refilled, num_drafts, rows_at, drafts, has_proposal, proposed;
+    Arr prev_rows, wanted, num_proposed, first_seen, handed;
+    int64_t placeholder, mtp_k;
+    int has_placeholder, has_proposed_counts, has_first, has_handed;
+    NEED(take(&held, args[0], &starts, 1) && take(&held, args[1], &expected, 1));
+    NEED(take(&held, args[2], &refilled, 1) && take(&held, args[3], &num_drafts, 1));
+    NEED(take(&held, args[4], &rows_at, 1) && take(&held, args[5], &drafts, 2));
+    NEED(as_optional_int(args[6], &placeholder, &has_placeholder));
+    NEED(take(&held, args[7], &has_proposal, 1) && take(&held, args[8], &proposed, 2));
+    NEED(take(&held, args[9], &prev_rows, 1) && take(&held, args[10], &wanted, 1));
+    NEED(take_optional(&held, args[11], &num_proposed, 1, &has_proposed_counts));
+    NEED(as_int(args[12], &mtp_k));
+    NEED(take_optional(&held, args[13], &first_seen, 1, &has_first));
+    NEED(take_optional(&held, args[14], &handed, 1, &has_handed));
+    NEED(expected.n0 == starts.n0);
+    for (Py_ssize_t i = 0; i < starts.n0; i++) {  /* SG601 */
+        int64_t want = AT(expected, i), start = AT(starts, i);
+        CHECK(!(want >= 0 && start >= 0 && start != want));
+    }
+    Py_ssize_t rows = rows_at.n0;
+    if (rows == 0) goto done;  /* every other rule reads decode rows only */
+    NEED(refilled.n0 == rows && num_drafts.n0 == rows && drafts.n0 == rows
+         && has_proposal.n0 == rows && proposed.n0 == rows && proposed.n1 == drafts.n1
+         && wanted.n0 == rows);
+    NEED(!has_proposed_counts || num_proposed.n0 == rows);
+    NEED(!has_first || first_seen.n0 == rows);
+    NEED(!has_handed || handed.n0 == rows);
+    Py_ssize_t prev_n = prev_rows.n0;
+    int all_in_range = 1;  /* numpy's take raises on any index out of range */
+    for (Py_ssize_t i = 0; i < rows; i++) {
+        int64_t at = AT(rows_at, i);
+        all_in_range &= at >= -(int64_t)prev_n && at < (int64_t)prev_n;
+    }
+    for (Py_ssize_t i = 0; i < rows; i++) {
+        int read = !AT(refilled, i);
+        int64_t real = AT(num_drafts, i);
+        int needs = !read;
+        for (Py_ssize_t j = 0; j < drafts.n1; j++) {
+            int64_t d = AT2(drafts, i, j);
+            int is_placeholder = has_placeholder && d == placeholder;
+            needs |= is_placeholder;
+            if (read && AT(has_proposal, i) && (int64_t)j < real && !is_placeholder)
+                CHECK(d == AT2(proposed, i, j));  /* SG602 */
+        }
+        if (needs) {  /* SG603: the runner's buffers need a previous row */
+            int64_t at = AT(rows_at, i);
+            NEED(all_in_range);
+            CHECK(AT(prev_rows, at < 0 ? at + prev_n : at) >= 0);
+        }
+        int64_t want = AT(wanted, i);
+        CHECK(!(want >= 0 && real < want));  /* SG607 */
+        if (has_proposed_counts) {  /* SG660 */
+            int64_t made = AT(num_proposed, i), carried = read ? real : mtp_k;
+            CHECK(!(made >= 0 && carried > made));
+        }
+        if (has_first && AT(first_seen, i) && real > 0 && read)  /* SG661 */
+            CHECK(has_handed && AT(handed, i));
+    }
+done:
+    return answer(&held, verdict);
+}
+
+static PyMethodDef kernel_methods[] = {
+    {"unique_ids", (PyCFunction)(void (*)(void))unique_ids, METH_FASTCALL,
+     "unique_ids(ids): SG010's verdict (True, False, or None where not read here)."},
+    {"scheduled_batch", (PyCFunction)(void (*)(void))scheduled_batch, METH_FASTCALL,
+     "The clearance of a ScheduledBatch."},
+    {"model_input", (PyCFunction)(void (*)(void))model_input, METH_FASTCALL,
+     "The clearance of a ModelInput."},
+    {"drafter_input", (PyCFunction)(void (*)(void))drafter_input, METH_FASTCALL,
+     "The clearance of a DrafterInput."},
+    {"verify_output", (PyCFunction)(void (*)(void))verify_output, METH_FASTCALL,
+     "The clearance of a VerifyOutput."},
+    {"drafter_output", (PyCFunction)(void (*)(void))drafter_output, METH_FASTCALL,
+     "The clearance of a DrafterOutput."},
+    {"request_output", (PyCFunction)(void (*)(void))request_output, METH_FASTCALL,
+     "The clearance of a RequestOutput."},
+    {"logits_rows", (PyCFunction)(void (*)(void))logits_rows, METH_FASTCALL,
+     "The clearance of a LogitsRows."},
+    {"step_transition", (PyCFunction)(void (*)(void))step_transition, METH_FASTCALL,
+     "The clearance of a StepTransition."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef kernel_module = {
+    PyModuleDef_HEAD_INIT, "_kernels",
+    "The compiled clearances of the per-step boundary objects (see _compiled.py).", -1,
+    kernel_methods, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__kernels(void) { return PyModule_Create(&kernel_module); }

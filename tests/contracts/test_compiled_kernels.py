@@ -1,0 +1,189 @@
+"""The compiled clearances: built where a compiler is, switched off on request, and
+declining (None) every input they do not read, so that numpy answers instead."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import sysconfig
+from typing import Any
+
+import numpy as np
+import pytest
+from contract_builders import CLEAN, build, kwargs
+from kernel_switch import kernels_as, require
+
+from specguard import contracts
+from specguard.contracts._core import _compiled
+from specguard.contracts._core._clearance import clearance_for
+
+
+def _compiler() -> str | None:
+    command = (sysconfig.get_config_var("CC") or "").split()
+    return shutil.which(command[0]) if command else None
+
+
+def test_an_install_with_a_c_compiler_has_the_compiled_kernels() -> None:
+    """The extension is optional for installs without a compiler; with one, a missing
+    module is a broken build, not a reason to run every step on numpy."""
+    if _compiler() is None:
+        pytest.skip("no C compiler: the kernels are optional here")
+    assert _compiled.load_kernels({}) is not None
+
+
+@pytest.mark.parametrize("setting", ["1", "yes", " true "])
+def test_specguard_pure_python_switches_the_kernels_off(setting: str) -> None:
+    assert _compiled.load_kernels({"SPECGUARD_PURE_PYTHON": setting}) is None
+
+
+@pytest.mark.parametrize("setting", ["", "0", " "])
+def test_an_empty_or_zero_setting_leaves_them_on(setting: str) -> None:
+    require("compiled")
+    assert _compiled.load_kernels({"SPECGUARD_PURE_PYTHON": setting}) is not None
+
+
+CLEARED = [cls for cls in CLEAN if clearance_for(cls.__name__)]
+
+
+@pytest.mark.parametrize("dtype", ["int32", "int64"])
+@pytest.mark.parametrize("cls", CLEARED, ids=lambda c: c.__name__)
+def test_each_compiled_clearance_clears_a_clean_object_itself(cls: type, dtype: str) -> None:
+    """Both id dtypes engines use are read by the kernel (no decline to numpy)."""
+    obj = build(cls, dtype=dtype)
+    found = clearance_for(cls.__name__)
+    assert found is not None
+    with kernels_as("compiled") as counting:
+        assert found.check(obj) is True
+    assert counting is not None and counting.answered() == 1 and counting.declined() == 0
+
+
+# One break per cleared class, each one of its covered rules, with the message the rule
+# gives once the compiled clearance has said no.
+BREAKS: list[tuple[type, dict[str, Any], str]] = [
+    (contracts.ScheduledBatch, {"token_ids": np.r_[-1, np.arange(1, 15)]},
+     "SG112 scheduled token ids are valid vocabulary ids [ScheduledBatch.token_ids, "
+     "scheduler → runner]: seq 40 at batch position 0, token 0: token id is -1 "
+     "(expected 0 <= id < vocab_size=32)"),
+    (contracts.ModelInput, {"input_ids": np.array([1, 2, 3, 4, 32, 6])},
+     "SG301 no sentinel reaches an embedding [ModelInput.input_ids, runner → target "
+     "model]: seq 8 at batch position 1, token 4: input id is 32 (expected 0 <= id < "
+     "vocab_size=32)"),
+    (contracts.DrafterInput, {"sample_indices": np.array([2, 5, 5])},
+     "SG302 each seq samples from a token of its own span [DrafterInput.sample_indices, "
+     "runner → drafter]: seq 8 at batch position 1: sample index 5 is outside the seq's "
+     "span [3, 5)"),
+    (contracts.VerifyOutput, {"num_accepted": np.array([2, 1, 3])},
+     "SG201 accepted counts are within [0, mtp_k] [VerifyOutput.num_accepted, verifier → "
+     "drafter]: seq 44 at batch position 2: accepted count is 3 (expected 0..mtp_k=2)"),
+    (contracts.DrafterOutput, {"draft_token_ids": np.array([[1, 2], [3, -1], [5, 6]])},
+     "SG108 draft token ids are valid vocabulary ids [DrafterOutput.draft_token_ids, "
+     "drafter → scheduler]: seq 8 at batch position 1: draft 1 of row 1 is -1 (expected "
+     "0 <= id < vocab_size=32)"),
+    (contracts.RequestOutput, {"token_ids": np.array([[5, 2, 9], [7, 2, -1], [3, -1, -1]])},
+     "SG402 nothing is emitted after an accepted stop token [RequestOutput.token_ids, "
+     "verifier → request]: seq 40 at batch position 0: column 1 is stop id 2, and 1 more "
+     "token follows it (expected nothing after column 1)"),
+    (contracts.LogitsRows, {"row_counts": np.array([3, 0, 3])},
+     "SG312 per-row data gives each request its 1 + K rows, inside the data "
+     "[LogitsRows.row_counts, runner → target model]: seq 44 at batch position 2: the "
+     "data holds 3 rows for it, the logits 2 (expected 1 + num_drafts)"),
+]
+
+
+@pytest.mark.parametrize(("cls", "changes", "message"), BREAKS,
+                         ids=[cls.__name__ for cls, _, _ in BREAKS])
+def test_a_compiled_no_lets_the_rule_name_the_violation(cls: type, changes: dict[str, Any],
+                                                        message: str) -> None:
+    found = clearance_for(cls.__name__)
+    assert found is not None
+    broken = kwargs(cls, **changes)
+    with kernels_as("compiled") as counting:
+        with contracts.checking(mode="off"):
+            obj = cls(**broken)
+        assert found.check(obj) is False
+        with contracts.checking(mode="strict", depth="essential"), pytest.raises(
+                contracts.ContractViolation, match=re.escape(message)):
+            cls(**broken)
+    assert counting is not None and counting.declined() == 0
+
+
+def _kernels() -> Any:
+    require("compiled")
+    kernels = _compiled.load_kernels()
+    assert kernels is not None
+    return kernels
+
+
+def test_strided_views_are_read_in_place() -> None:
+    kernels = _kernels()
+    ids = np.arange(20, dtype=np.int64)
+    assert kernels.unique_ids(ids[::2]) is True
+    rows = np.array([[1, 2], [3, 1], [1, 6]], dtype=np.int32)
+    assert kernels.unique_ids(rows[:, 0]) is False  # 1, 3, 1: read down a column
+    assert kernels.unique_ids(rows[:, 1]) is True  # 2, 1, 6
+
+
+@pytest.mark.parametrize("n", [2, 48, 49, 1000, 70_000])
+def test_unique_ids_on_every_size_both_ways(n: int) -> None:
+    """Pairs up to 48 ids, an open-addressing table beyond: the same answers."""
+    kernels = _kernels()
+    ids = np.random.default_rng(n).permutation(3 * n)[:n].astype(np.int64)
+    assert kernels.unique_ids(ids) is True
+    repeated = ids.copy()
+    repeated[-1] = repeated[0]
+    assert kernels.unique_ids(repeated) is False
+    negative = ids.copy()
+    negative[n // 2] = -1
+    assert kernels.unique_ids(negative) is False
+
+
+@pytest.mark.parametrize("ids", [
+    np.arange(4, dtype=">i8"),  # big-endian
+    np.arange(4, dtype=np.uint64),  # past int64's range
+    np.arange(4, dtype=np.float64),
+    np.arange(4).reshape(2, 2),  # not one axis
+    [0, 1, 2],  # no buffer
+], ids=["big-endian", "uint64", "float", "2-d", "list"])
+def test_what_the_kernels_do_not_read_they_decline(ids: Any) -> None:
+    assert _kernels().unique_ids(ids) is None
+
+
+def test_values_numpy_arithmetic_could_wrap_are_left_to_numpy() -> None:
+    """Past 2**30 a +1 or a sum in int32 could wrap in the rules but not in the loop."""
+    kernels = _kernels()
+    fields = kwargs(contracts.LogitsRows)
+    args = (fields["seq_ids"], fields["num_drafts"], fields["row_starts"],
+            fields["row_counts"], fields["num_logits"], fields["num_rows"])
+    assert kernels.logits_rows(*args) is True
+    huge = fields["num_drafts"].copy()
+    huge[0] = 2**31
+    assert kernels.logits_rows(args[0], huge, *args[2:]) is None
+
+
+def test_a_scalar_that_is_no_int_declines_and_a_wrong_call_is_a_type_error() -> None:
+    kernels = _kernels()
+    fields = kwargs(contracts.DrafterOutput)
+    args = [fields["seq_ids"], fields["draft_token_ids"], 32, None, 2]
+    assert kernels.drafter_output(*args) is True
+    args[2] = 32.0
+    assert kernels.drafter_output(*args) is None
+    args[2] = 2**70
+    assert kernels.drafter_output(*args) is None
+    with pytest.raises(TypeError, match=re.escape("drafter_output() takes 5 arguments (2 given)")):
+        kernels.drafter_output(fields["seq_ids"], 32)
+
+
+def test_a_declined_object_is_answered_by_numpy_with_the_same_verdict() -> None:
+    """A big-endian batch is no form the kernel reads: numpy clears it, and breaks it."""
+    found = clearance_for("ScheduledBatch")
+    assert found is not None
+    fields: dict[str, Any] = {name: value.astype(value.dtype.newbyteorder(">"))
+              if isinstance(value, np.ndarray) and value.dtype.kind == "i" else value
+              for name, value in kwargs(contracts.ScheduledBatch).items()}
+    with kernels_as("compiled") as counting, contracts.checking(mode="off"):
+        clean = contracts.ScheduledBatch(**fields)
+        assert found.check(clean) is True
+        fields["num_drafts"] = fields["num_drafts"].copy()
+        fields["num_drafts"][0] = 3  # past mtp_k: SG109
+        assert found.check(contracts.ScheduledBatch(**fields)) is False
+    assert counting is not None and counting.declined() == 2 and counting.answered() == 0
