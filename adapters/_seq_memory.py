@@ -20,6 +20,7 @@ simply not checked, so forgetting can never make a violation of what was valid.
 
 from __future__ import annotations
 
+from collections import deque
 from itertools import repeat
 
 import numpy as np
@@ -292,7 +293,19 @@ class _Advance:
         return int(self.ids.nbytes + self.ends.nbytes)
 
     def apply_one_by_one(self, memory: SeqMemory) -> None:
-        for seq_id, end in zip(self.ids.tolist(), self.ends.tolist(), strict=True):
+        ids, ends = self.ids.tolist(), self.ends.tolist()
+        known = memory._ends
+        if len(known) + len(ids) <= memory.limit:
+            # Nothing can be forgotten: what the touches one by one leave, in two C-level
+            # passes (drop the batch's seqs, then append them in batch order).
+            deque(map(known.pop, ids, repeat(None)), maxlen=0)
+            before = len(known)
+            known.update(zip(ids, ends, strict=True))
+            if len(known) - before == len(ids):
+                return
+            # A repeated id: dict.update keeps its first place; the touches move it to
+            # its last. Touching again in order gives exactly their result.
+        for seq_id, end in zip(ids, ends, strict=True):
             memory._touch(seq_id, end)
 
 

@@ -1,4 +1,5 @@
-"""The clearance of a numpy ScheduledBatch: its per-seq value rules in one pass.
+"""The clearances of a numpy ScheduledBatch and of its DraftTokens: their per-seq value
+rules in one pass.
 
 What the rules SG010, SG103, SG106, SG107, SG108, SG109, SG111, SG112, SG113 and SG115
 check, answered together: the decode count once for SG103, SG106, SG107 and SG115, one
@@ -71,3 +72,17 @@ def _clear(b: Any) -> bool:
             and (slots is None or not slots.size or bool(_minimum(slots, None) >= 0))  # SG113
             and (owners is None or not _count_nonzero(  # SG115
                 (ids if decoding == n else ids[flags]) != owners)))
+
+
+@clearance("DraftTokens", covers=("SG010", "SG108", "SG109"))
+def _clear_draft_tokens(d: Any) -> bool:
+    """The scheduler's draft rows: unique owners, vocabulary ids, counts within mtp_k.
+    The same three answers as a DrafterOutput's, so the same compiled pass."""
+    ids, drafts, counts, mtp_k = d.seq_ids, d.draft_token_ids, d.num_drafts, int(d.mtp_k)
+    kernels = _compiled.KERNELS
+    if kernels is not None:
+        verdict = kernels.drafter_output(ids, drafts, int(d.vocab_size), counts, mtp_k)
+        if verdict is not None:
+            return bool(verdict)
+    return (unique_non_negative(ids) and all_within(drafts, int(d.vocab_size))  # SG010, SG108
+            and all_within(counts, mtp_k + 1))  # SG109

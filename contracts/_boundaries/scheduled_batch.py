@@ -18,6 +18,7 @@ from specguard.contracts._boundaries._backend_neutral import (
     within_columns,
 )
 from specguard.contracts._boundaries._types import Array, Bool, Index
+from specguard.contracts._core import _compiled
 from specguard.contracts._core._arrays import array_kind, dtype_name, is_host
 from specguard.contracts._core._config import Depth
 from specguard.contracts._core._contract import BoundaryObject, boundary_object
@@ -263,6 +264,15 @@ def _block_tables(batch: ScheduledBatch, values: ValueChecks) -> Finding | None:
     is where a short table shows; at full depth every block between them too."""
     tables, lens = batch.block_tables, batch.context_lens
     num_seqs, max_blocks = tables.shape[0], tables.shape[1]
+    kernels = _compiled.KERNELS
+    if kernels is not None and type(tables) is np.ndarray and type(lens) is np.ndarray:
+        # The clean answer in one compiled pass (the middle blocks too at full depth,
+        # up to a table of _COMPILED_MIDDLE entries; past it numpy's per-seq minimum is
+        # faster); anything but yes is explained by the numpy check below.
+        full = values.full
+        if (not full or num_seqs * max_blocks <= _COMPILED_MIDDLE) \
+                and kernels.block_tables(tables, lens, int(batch.block_size), full) is True:
+            return None
     last = last_block(lens, batch.block_size)
     # Every seq normally needs 1..max_blocks blocks: when one maximum shows that on the
     # host, no seq is short and no column needs clipping.
@@ -316,6 +326,8 @@ def _padding_inside(tables: Any, last: Any, values: ValueChecks) -> Finding | No
     return values.any_true(inner & (middle < 0), explain)
 
 
+# Up to this many table entries the compiled check reads the middle blocks itself.
+_COMPILED_MIDDLE = 1 << 16
 # Up to this many middle blocks a mask is cheapest; past it, one minimum per seq.
 _SMALL_REGION = 4096
 _MIDDLE_COLUMNS = np.arange(1, _SMALL_REGION + 1)

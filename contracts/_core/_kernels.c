@@ -10,9 +10,15 @@
  * a value large enough for numpy's fixed-width arithmetic to wrap where these loops
  * would not): the numpy clearance answers then, so None never changes a verdict.
  *
+ * Above ROWS_LIMIT seqs the kernels decline too: there numpy's vectorised passes are
+ * faster than these loops.
+ *
  * Arrays arrive through the buffer protocol (no numpy headers at build time); any
  * strides are read, so views and slices need no copy.
  */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("O3")  /* the typed loops below vectorise at O3 */
+#endif
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
@@ -22,6 +28,11 @@
 /* Past this magnitude a sum or a +1 of the numpy clearance (and of the rules, in the
  * array's own dtype) could wrap in int32: the compiled loops decline such input. */
 #define ARITH_LIMIT ((int64_t)1 << 30)
+/* Past these many seqs (or tokens of a stream) numpy's vectorised passes beat the
+ * loops below, whose per-seq reads are scalar: the kernels leave such objects to numpy.
+ * Decode steps of engines are far below them; their fixed cost is what is compiled. */
+#define ROWS_LIMIT 1024
+#define TOKENS_LIMIT 16384
 #define MAX_HELD 16
 #define SMALL_UNIQUE 48
 
@@ -40,6 +51,7 @@ typedef struct {
     const char *buf;
     Py_ssize_t n0, n1, s0, s1;
     int ndim;
+    int width;  /* 8 or 4 for int64 or int32 (read by the typed loops), else 0 */
     Loader load;
 } Arr;
 
@@ -86,7 +98,17 @@ static int take(Held *held, PyObject *obj, Arr *arr, int ndim) {
     arr->s0 = view->strides[0];
     arr->n1 = ndim == 2 ? view->shape[1] : 1;
     arr->s1 = ndim == 2 ? view->strides[1] : 0;
+    arr->width = arr->load == load_i64 ? 8 : arr->load == load_i32 ? 4 : 0;
     return 1;
+}
+
+/* Whether ``a``'s elements lie one after the other (1-D, or 2-D in C order), so that a
+ * typed loop can read them as one run. */
+static int contiguous(const Arr *a) {
+    Py_ssize_t size = a->width;
+    if (!size) return 0;
+    if (a->ndim == 1) return a->s0 == size || a->n0 <= 1;
+    return (a->s1 == size || a->n1 <= 1) && (a->s0 == a->n1 * size || a->n0 <= 1);
 }
 
 /* ``obj`` may be None: *present says which. */
@@ -113,14 +135,46 @@ static int as_optional_int(PyObject *obj, int64_t *out, int *present) {
     return *present ? as_int(obj, out) : 1;
 }
 
-#define AT(a, i) ((a).load((a).buf + (i) * (a).s0))
-#define AT2(a, i, j) ((a).load((a).buf + (i) * (a).s0 + (j) * (a).s1))
+/* One element: int64 and int32 inline (a predictable branch), any other dtype through
+ * its loader. */
+static inline int64_t element(const Arr *a, const char *p) {
+    if (a->width == 8) { int64_t v; memcpy(&v, p, 8); return v; }
+    if (a->width == 4) { int32_t v; memcpy(&v, p, 4); return v; }
+    return a->load(p);
+}
+
+#define AT(a, i) element(&(a), (a).buf + (i) * (a).s0)
+#define AT2(a, i, j) element(&(a), (a).buf + (i) * (a).s0 + (j) * (a).s1)
+
+/* Every one of ``count`` int64 or int32 values at ``p`` in [lo, hi): a minimum and a
+ * maximum, which the compiler vectorises (as numpy's own reductions are). The arrays of
+ * an aligned numpy buffer are read in place. */
+static int run_within(const char *p, Py_ssize_t count, int width, int64_t lo, int64_t hi) {
+    if (count <= 0) return 1;
+    if (width == 8) {
+        const int64_t *v = (const int64_t *)p;
+        int64_t low = v[0], high = v[0];
+        for (Py_ssize_t i = 1; i < count; i++) {
+            low = v[i] < low ? v[i] : low;
+            high = v[i] > high ? v[i] : high;
+        }
+        return low >= lo && high < hi;
+    }
+    const int32_t *v = (const int32_t *)p;
+    int32_t low = v[0], high = v[0];
+    for (Py_ssize_t i = 1; i < count; i++) {
+        low = v[i] < low ? v[i] : low;
+        high = v[i] > high ? v[i] : high;
+    }
+    return (int64_t)low >= lo && (int64_t)high < hi;
+}
 
 /* Every element in [lo, hi). */
 static int within(const Arr *a, int64_t lo, int64_t hi) {
+    if (contiguous(a)) return run_within(a->buf, a->n0 * a->n1, a->width, lo, hi);
     for (Py_ssize_t i = 0; i < a->n0; i++)
         for (Py_ssize_t j = 0; j < a->n1; j++) {
-            int64_t v = a->load(a->buf + i * a->s0 + j * a->s1);
+            int64_t v = element(a, a->buf + i * a->s0 + j * a->s1);
             if (v < lo || v >= hi) return 0;
         }
     return 1;
@@ -144,6 +198,28 @@ static int unique_non_negative(const Arr *ids) {
                 if (AT(*ids, j) == v) return 0;
         }
         return 1;
+    }
+    /* Engines number seqs with counters: ids within a few times n of each other take
+     * one bit each in a table over their span. */
+    int64_t low = INT64_MAX, high = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t v = AT(*ids, i);
+        low = v < low ? v : low;
+        high = v > high ? v : high;
+    }
+    if (high - low < 8 * (int64_t)n + 64) {
+        size_t span = (size_t)(high - low) + 1;
+        uint8_t *seen = (uint8_t *)calloc((span >> 3) + 1, 1);
+        if (seen == NULL) return -1;
+        int unique = 1;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            size_t at = (size_t)(AT(*ids, i) - low);
+            uint8_t bit = (uint8_t)(1u << (at & 7));
+            if (seen[at >> 3] & bit) { unique = 0; break; }
+            seen[at >> 3] |= bit;
+        }
+        free(seen);
+        return unique;
     }
     /* open addressing over a power of two at least twice n; -1 marks a free slot */
     int bits = 1;
@@ -229,7 +305,7 @@ static PyObject *scheduled_batch(PyObject *self, PyObject *const *args, Py_ssize
     Held held = {.count = 0};
     Verdict verdict = YES;
     Arr ids, flags, counts, context, drafts, num_drafts, tokens, slots, owners;
-    int64_t mtp_k, total, num_decode, vocab, placeholder;
+    int64_t mtp_k, total, num_decode, vocab, placeholder = 0;
     int has_placeholder, has_slots, has_owners;
     NEED(take(&held, args[0], &ids, 1) && take(&held, args[1], &flags, 1)
          && take(&held, args[2], &counts, 1) && take(&held, args[3], &context, 1));
@@ -245,6 +321,7 @@ static PyObject *scheduled_batch(PyObject *self, PyObject *const *args, Py_ssize
     int64_t width = mtp_k + 1, decoding = 0;
     for (Py_ssize_t i = 0; i < n; i++) decoding += AT(flags, i) != 0;
     CHECK(decoding == num_decode);  /* SG107's count */
+    NEED(ids.n0 <= ROWS_LIMIT);
     UNIQUE(ids);  /* SG010 */
     int64_t scheduled = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -285,7 +362,7 @@ static PyObject *model_input(PyObject *self, PyObject *const *args, Py_ssize_t n
     Held held = {.count = 0};
     Verdict verdict = YES;
     Arr ids, starts, input_ids, positions, slots;
-    int64_t count, padding, vocab, limit, num_slots, pad_id;
+    int64_t count, padding = 0, vocab, limit = 0, num_slots, pad_id = -1;
     int has_padding, has_limit, has_pad_id;
     NEED(take(&held, args[0], &ids, 1) && take(&held, args[1], &starts, 1));
     NEED(as_int(args[2], &count) && as_optional_int(args[3], &padding, &has_padding));
@@ -294,7 +371,8 @@ static PyObject *model_input(PyObject *self, PyObject *const *args, Py_ssize_t n
     NEED(as_optional_int(args[7], &limit, &has_limit));
     NEED(take(&held, args[8], &slots, 1) && as_int(args[9], &num_slots));
     NEED(as_optional_int(args[10], &pad_id, &has_pad_id));
-    NEED(positions.n0 >= count && count >= 0);
+    NEED(positions.n0 >= count && count >= 0 && count <= TOKENS_LIMIT);
+    NEED(ids.n0 <= ROWS_LIMIT);
     UNIQUE(ids);  /* SG010 */
     int64_t real = count - (has_padding ? padding : 0);
     CHECK(real >= 0 && sound_spans(&starts, real));  /* SG304, SG309, SG308 */
@@ -320,7 +398,7 @@ static PyObject *drafter_input(PyObject *self, PyObject *const *args, Py_ssize_t
     Held held = {.count = 0};
     Verdict verdict = YES;
     Arr ids, starts, input_ids, picks, positions, seq_lens;
-    int64_t count, vocab, limit, bound;
+    int64_t count, vocab, limit = 0, bound = 0;
     int has_limit, has_lens, has_bound;
     NEED(take(&held, args[0], &ids, 1) && take(&held, args[1], &starts, 1));
     NEED(as_int(args[2], &count) && take(&held, args[3], &input_ids, 1));
@@ -329,8 +407,10 @@ static PyObject *drafter_input(PyObject *self, PyObject *const *args, Py_ssize_t
     NEED(take_optional(&held, args[8], &seq_lens, 1, &has_lens));
     NEED(as_optional_int(args[9], &bound, &has_bound));
     Py_ssize_t m = starts.n0;
-    NEED(count >= 0 && positions.n0 >= count && m >= 1 && picks.n0 == m - 1);
+    NEED(count >= 0 && count <= TOKENS_LIMIT && positions.n0 >= count && m >= 1
+         && picks.n0 == m - 1);
     NEED(!has_lens || (seq_lens.n0 == m - 1 && small(&seq_lens)));
+    NEED(ids.n0 <= ROWS_LIMIT);
     UNIQUE(ids);  /* SG010 */
     CHECK(sound_spans(&starts, count));  /* SG304 */
     CHECK(within(&input_ids, 0, vocab));  /* SG301 */
@@ -381,6 +461,7 @@ static PyObject *verify_output(PyObject *self, PyObject *const *args, Py_ssize_t
     NEED(as_int(args[2], &mtp_k) && take(&held, args[3], &tokens, 2) && as_int(args[4], &vocab));
     NEED(mtp_k >= 0 && mtp_k < ARITH_LIMIT && tokens.n0 == accepted.n0
          && tokens.n1 == mtp_k + 1);
+    NEED(ids.n0 <= ROWS_LIMIT);
     UNIQUE(ids);  /* SG010 */
     CHECK(within(&accepted, 0, mtp_k + 1));  /* SG201 */
     CHECK(prefix_layout(&tokens, &accepted, 1, vocab));  /* SG202 */
@@ -400,6 +481,7 @@ static PyObject *drafter_output(PyObject *self, PyObject *const *args, Py_ssize_
     NEED(take(&held, args[0], &ids, 1) && take(&held, args[1], &drafts, 2));
     NEED(as_int(args[2], &vocab) && take_optional(&held, args[3], &counts, 1, &has_counts));
     NEED(as_int(args[4], &mtp_k) && mtp_k < INT64_MAX);
+    NEED(ids.n0 <= ROWS_LIMIT);
     UNIQUE(ids);  /* SG010 */
     CHECK(within(&drafts, 0, vocab));  /* SG108 */
     if (has_counts) CHECK(within(&counts, 0, mtp_k + 1));  /* SG116 */
@@ -422,6 +504,7 @@ static PyObject *request_output(PyObject *self, PyObject *const *args, Py_ssize_
     Py_ssize_t n = tokens.n0, width = tokens.n1;
     NEED(counts.n0 == n && given.n0 == n && stops.n0 == n && limits.n0 == n
          && finished.n0 == n && small(&given) && small(&limits));
+    NEED(ids.n0 <= ROWS_LIMIT);
     UNIQUE(ids);  /* SG010 */
     CHECK(within(&counts, 0, (int64_t)width + 1));  /* SG401's counts */
     CHECK(within(&given, 0, INT64_MAX));  /* SG401 */
@@ -471,6 +554,7 @@ static PyObject *logits_rows(PyObject *self, PyObject *const *args, Py_ssize_t n
     Py_ssize_t n = drafts.n0;
     NEED(starts.n0 == n && counts.n0 == n && small(&drafts) && small(&starts)
          && small(&counts));
+    NEED(ids.n0 <= ROWS_LIMIT);
     UNIQUE(ids);  /* SG010 */
     CHECK(within(&drafts, 0, INT64_MAX) && within(&starts, -1, INT64_MAX));
     int64_t rows = n;
@@ -512,7 +596,7 @@ static PyObject *step_transition(PyObject *self, PyObject *const *args, Py_ssize
     Verdict verdict = YES;
     Arr starts, expected, refilled, num_drafts, rows_at, drafts, has_proposal, proposed;
     Arr prev_rows, wanted, num_proposed, first_seen, handed;
-    int64_t placeholder, mtp_k;
+    int64_t placeholder = 0, mtp_k;
     int has_placeholder, has_proposed_counts, has_first, has_handed;
     NEED(take(&held, args[0], &starts, 1) && take(&held, args[1], &expected, 1));
     NEED(take(&held, args[2], &refilled, 1) && take(&held, args[3], &num_drafts, 1));
@@ -524,7 +608,7 @@ static PyObject *step_transition(PyObject *self, PyObject *const *args, Py_ssize
     NEED(as_int(args[12], &mtp_k));
     NEED(take_optional(&held, args[13], &first_seen, 1, &has_first));
     NEED(take_optional(&held, args[14], &handed, 1, &has_handed));
-    NEED(expected.n0 == starts.n0);
+    NEED(expected.n0 == starts.n0 && starts.n0 <= ROWS_LIMIT);
     for (Py_ssize_t i = 0; i < starts.n0; i++) {  /* SG601 */
         int64_t want = AT(expected, i), start = AT(starts, i);
         CHECK(!(want >= 0 && start >= 0 && start != want));
@@ -572,6 +656,40 @@ done:
     return answer(&held, verdict);
 }
 
+/* block_tables(block_tables, context_lens, block_size, read_middle): SG110's clean
+ * answer. Each seq needs blocks 0 .. (len - 1) // block_size of its table: the first and
+ * the last needed must be real (>= 0), and with ``read_middle`` every one between too.
+ * A seq with no context, one that needs more blocks than the table has, or a block size
+ * past int32 is declined: the rule itself explains those. */
+static PyObject *block_tables(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (!arity(nargs, 4, "block_tables")) return NULL;
+    Held held = {.count = 0};
+    Verdict verdict = YES;
+    Arr tables, lens;
+    int64_t size;
+    NEED(take(&held, args[0], &tables, 2) && take(&held, args[1], &lens, 1));
+    NEED(as_int(args[2], &size) && size > 0 && size <= INT32_MAX);
+    int read_middle = PyObject_IsTrue(args[3]);
+    NEED(read_middle >= 0 && lens.n0 == tables.n0 && tables.n0 <= ROWS_LIMIT);
+    for (Py_ssize_t i = 0; i < tables.n0; i++) {
+        int64_t length = AT(lens, i);
+        NEED(length >= 1);
+        int64_t last = (length - 1) / size;
+        NEED(last < (int64_t)tables.n1);
+        CHECK(AT2(tables, i, 0) >= 0 && AT2(tables, i, last) >= 0);
+        if (!read_middle || last < 2) continue;
+        if (tables.width && tables.s1 == tables.width) {
+            const char *row = tables.buf + i * tables.s0 + tables.s1;
+            CHECK(run_within(row, (Py_ssize_t)last - 1, tables.width, 0, INT64_MAX));
+        } else {
+            for (int64_t j = 1; j < last; j++) CHECK(AT2(tables, i, j) >= 0);
+        }
+    }
+done:
+    if (verdict == DECLINE) PyErr_Clear();
+    return answer(&held, verdict);
+}
+
 static PyMethodDef kernel_methods[] = {
     {"unique_ids", (PyCFunction)(void (*)(void))unique_ids, METH_FASTCALL,
      "unique_ids(ids): SG010's verdict (True, False, or None where not read here)."},
@@ -589,6 +707,8 @@ static PyMethodDef kernel_methods[] = {
      "The clearance of a RequestOutput."},
     {"logits_rows", (PyCFunction)(void (*)(void))logits_rows, METH_FASTCALL,
      "The clearance of a LogitsRows."},
+    {"block_tables", (PyCFunction)(void (*)(void))block_tables, METH_FASTCALL,
+     "SG110's answer on a clean batch's block tables."},
     {"step_transition", (PyCFunction)(void (*)(void))step_transition, METH_FASTCALL,
      "The clearance of a StepTransition."},
     {NULL, NULL, 0, NULL},
@@ -600,4 +720,13 @@ static struct PyModuleDef kernel_module = {
     kernel_methods, NULL, NULL, NULL, NULL,
 };
 
-PyMODINIT_FUNC PyInit__kernels(void) { return PyModule_Create(&kernel_module); }
+PyMODINIT_FUNC PyInit__kernels(void) {
+    PyObject *module = PyModule_Create(&kernel_module);
+    if (module == NULL) return NULL;
+    if (PyModule_AddIntConstant(module, "ROWS_LIMIT", ROWS_LIMIT) < 0
+            || PyModule_AddIntConstant(module, "TOKENS_LIMIT", TOKENS_LIMIT) < 0) {
+        Py_DECREF(module);
+        return NULL;
+    }
+    return module;
+}

@@ -3,6 +3,10 @@
 # read: the numpy clearance answers instead).
 from typing import Any
 
+#: Past these many seqs, or tokens of a stream, the kernels decline (numpy is faster).
+ROWS_LIMIT: int
+TOKENS_LIMIT: int
+
 def unique_ids(ids: Any, /) -> bool | None: ...
 def scheduled_batch(seq_ids: Any, is_decode: Any, num_scheduled: Any, context_lens: Any,
                     mtp_k: int, num_tokens: int, num_decode: int, draft_token_ids: Any,
@@ -30,3 +34,5 @@ def step_transition(starts: Any, expected_starts: Any, refilled: Any, num_drafts
                     draft_placeholder: int | None, has_proposal: Any, proposed: Any,
                     prev_rows: Any, expected_num_drafts: Any, num_proposed: Any, mtp_k: int,
                     first_seen: Any, drafts_handed_over: Any, /) -> bool | None: ...
+def block_tables(block_tables: Any, context_lens: Any, block_size: int, read_middle: bool,
+                 /) -> bool | None: ...

@@ -83,6 +83,9 @@ BREAKS: list[tuple[type, dict[str, Any], str]] = [
      "SG402 nothing is emitted after an accepted stop token [RequestOutput.token_ids, "
      "verifier → request]: seq 40 at batch position 0: column 1 is stop id 2, and 1 more "
      "token follows it (expected nothing after column 1)"),
+    (contracts.DraftTokens, {"num_drafts": np.array([2, 3, 0])},
+     "SG109 real-draft counts are within [0, mtp_k] [DraftTokens.num_drafts, scheduler → "
+     "runner]: seq 42 at batch position 1: row 1 claims 3 drafts (expected 0..mtp_k=2)"),
     (contracts.LogitsRows, {"row_counts": np.array([3, 0, 3])},
      "SG312 per-row data gives each request its 1 + K rows, inside the data "
      "[LogitsRows.row_counts, runner → target model]: seq 44 at batch position 2: the "
@@ -187,3 +190,62 @@ def test_a_declined_object_is_answered_by_numpy_with_the_same_verdict() -> None:
         fields["num_drafts"][0] = 3  # past mtp_k: SG109
         assert found.check(contracts.ScheduledBatch(**fields)) is False
     assert counting is not None and counting.declined() == 2 and counting.answered() == 0
+
+
+def _table_with(row: int, column: int) -> np.ndarray:
+    tables = CLEAN[contracts.ScheduledBatch]["block_tables"].copy()
+    tables[row, column] = -1
+    return tables
+
+
+_SG110 = ("SG110 block tables are not empty and cover the context [ScheduledBatch."
+          "block_tables, scheduler → runner]: seq 42 at batch position 2: ")
+
+
+@pytest.mark.parametrize("implementation", ["compiled", "numpy"])
+def test_sg110_passes_a_clean_table_and_names_a_short_one_on_both_paths(
+        implementation: str) -> None:
+    """Seq 42 has 17 tokens of context in blocks of 4: blocks 0..4, its last at column 4."""
+    with kernels_as(implementation) as counting:
+        with contracts.checking(mode="strict", depth="full"):
+            build(contracts.ScheduledBatch)
+        with contracts.checking(mode="strict", depth="essential"), pytest.raises(
+                contracts.ContractViolation, match=re.escape(
+                    _SG110 + "block table is empty or ends before the context does")):
+            build(contracts.ScheduledBatch, block_tables=_table_with(2, 4))
+    assert counting is None or counting.answers[("block_tables", True)] >= 1
+
+
+@pytest.mark.parametrize("implementation", ["compiled", "numpy"])
+def test_sg110_reads_the_middle_blocks_at_full_depth_only(implementation: str) -> None:
+    holed = _table_with(2, 2)
+    with kernels_as(implementation):
+        with contracts.checking(mode="strict", depth="essential"):
+            build(contracts.ScheduledBatch, block_tables=holed)  # ends only: clean
+        with contracts.checking(mode="strict", depth="full"), pytest.raises(
+                contracts.ContractViolation, match=re.escape(
+                    _SG110 + "block 2 is -1, padding inside the 5 blocks the context needs")):
+            build(contracts.ScheduledBatch, block_tables=holed)
+
+
+def test_the_compiled_block_check_declines_what_the_rule_must_explain() -> None:
+    kernels = _kernels()
+    tables = np.array([[0, 1], [2, -1]])
+    assert kernels.block_tables(tables, np.array([5, 3]), 4, False) is True
+    assert kernels.block_tables(tables, np.array([5, 5]), 4, False) is False  # ends at -1
+    assert kernels.block_tables(tables, np.array([5, 0]), 4, False) is None  # no context
+    assert kernels.block_tables(tables, np.array([5, 9]), 4, False) is None  # past the table
+    assert kernels.block_tables(tables, np.array([5, 3]), 0, False) is None  # no block size
+
+
+def test_past_1024_seqs_the_kernels_leave_the_object_to_numpy() -> None:
+    """There numpy's vectorised passes beat the per-seq loops: the verdict is numpy's."""
+    kernels = _kernels()
+    fields = kwargs(contracts.DrafterOutput)
+    limit = kernels.ROWS_LIMIT
+    assert limit == 1024
+    drafts = np.zeros((limit + 1, 2), dtype=np.int64)
+    assert kernels.drafter_output(np.arange(limit), drafts[:limit], 32, None, 2) is True
+    assert kernels.drafter_output(np.arange(limit + 1), drafts, 32, None, 2) is None
+    assert kernels.drafter_output(fields["seq_ids"], fields["draft_token_ids"], 32, None,
+                                  2) is True

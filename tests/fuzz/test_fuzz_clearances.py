@@ -63,7 +63,8 @@ def test_the_batch_clearance_covers_the_per_seq_rules_and_leaves_the_tables():
 
 @pytest.mark.parametrize("cls", [contracts.DrafterInput, contracts.ModelInput,
                                  contracts.VerifyOutput, contracts.DrafterOutput,
-                                 contracts.RequestOutput, contracts.LogitsRows],
+                                 contracts.RequestOutput, contracts.LogitsRows,
+                                 contracts.DraftTokens],
                          ids=lambda c: c.__name__)
 def test_a_per_step_objects_clearance_vouches_for_every_rule_of_it(cls):
     """Each object the engine hands over every step has one clearance for all of its
@@ -74,8 +75,8 @@ def test_a_per_step_objects_clearance_vouches_for_every_rule_of_it(cls):
     assert found.covers == {rule.code for rule in contracts.REGISTRY.values()
                             if cls.__name__ in rule.applies_to}
     assert sorted(c.__name__ for c in CLEARED) == [
-        "DrafterInput", "DrafterOutput", "LogitsRows", "ModelInput", "RequestOutput",
-        "ScheduledBatch", "VerifyOutput"]
+        "DraftTokens", "DrafterInput", "DrafterOutput", "LogitsRows", "ModelInput",
+        "RequestOutput", "ScheduledBatch", "VerifyOutput"]
 
 
 @pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
@@ -141,17 +142,25 @@ def test_the_compiled_clearance_answers_on_numpy_objects_rather_than_declining(
     if verdicts is None:
         return  # not asked: metadata not clean, or not numpy arrays
     assert counting.answers, "the compiled kernel was not asked"
-    assert counting.declined() == 0 or _has_unread_dtype(_built(case)), counting.answers
+    assert counting.declined() == 0 or _left_to_numpy(_built(case)), counting.answers
     assert verdicts == (True, True)
 
 
-def _has_unread_dtype(obj: Any) -> bool:
-    """Whether an array of ``obj`` is of a dtype the compiled kernels leave to numpy
-    (uint64, or not in native byte order)."""
+def _left_to_numpy(obj: Any) -> bool:
+    """Whether the compiled kernels leave ``obj`` to numpy on purpose: an array of a
+    dtype they do not read (uint64, or not in native byte order), or more seqs or
+    tokens than their limits, past which numpy's vectorised passes are faster."""
+    from specguard.contracts._core import _compiled
+
+    kernels = _compiled.load_kernels()
+    assert kernels is not None
     target = type(obj).__sg_plan__.rule_target(obj)
     arrays = [getattr(target, f.name) for f in dataclasses.fields(target)]
-    return any(isinstance(a, np.ndarray) and (a.dtype == np.uint64 or not a.dtype.isnative)
-               for a in arrays)
+    tokens = int(getattr(target, "num_tokens", 0) or 0)
+    rows = max((a.shape[0] for a in arrays if isinstance(a, np.ndarray) and a.ndim), default=0)
+    return (rows > kernels.ROWS_LIMIT or tokens > kernels.TOKENS_LIMIT or any(
+        isinstance(a, np.ndarray) and (a.dtype == np.uint64 or not a.dtype.isnative)
+        for a in arrays))
 
 
 def test_a_clearance_that_raises_leaves_every_rule_to_run(monkeypatch: Any) -> None:
