@@ -309,6 +309,7 @@ static PyObject *scheduled_batch(PyObject *self, PyObject *const *args, Py_ssize
     int has_placeholder, has_slots, has_owners;
     NEED(take(&held, args[0], &ids, 1) && take(&held, args[1], &flags, 1)
          && take(&held, args[2], &counts, 1) && take(&held, args[3], &context, 1));
+    NEED(ids.n0 <= ROWS_LIMIT);  /* first: a large object is declined at once */
     NEED(as_int(args[4], &mtp_k) && as_int(args[5], &total) && as_int(args[6], &num_decode));
     NEED(take(&held, args[7], &drafts, 2) && as_int(args[8], &vocab));
     NEED(as_optional_int(args[9], &placeholder, &has_placeholder));
@@ -321,7 +322,6 @@ static PyObject *scheduled_batch(PyObject *self, PyObject *const *args, Py_ssize
     int64_t width = mtp_k + 1, decoding = 0;
     for (Py_ssize_t i = 0; i < n; i++) decoding += AT(flags, i) != 0;
     CHECK(decoding == num_decode);  /* SG107's count */
-    NEED(ids.n0 <= ROWS_LIMIT);
     UNIQUE(ids);  /* SG010 */
     int64_t scheduled = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -365,6 +365,7 @@ static PyObject *model_input(PyObject *self, PyObject *const *args, Py_ssize_t n
     int64_t count, padding = 0, vocab, limit = 0, num_slots, pad_id = -1;
     int has_padding, has_limit, has_pad_id;
     NEED(take(&held, args[0], &ids, 1) && take(&held, args[1], &starts, 1));
+    NEED(ids.n0 <= ROWS_LIMIT);  /* first: a large object is declined at once */
     NEED(as_int(args[2], &count) && as_optional_int(args[3], &padding, &has_padding));
     NEED(take(&held, args[4], &input_ids, 1) && as_int(args[5], &vocab));
     NEED(take(&held, args[6], &positions, 1));
@@ -372,7 +373,6 @@ static PyObject *model_input(PyObject *self, PyObject *const *args, Py_ssize_t n
     NEED(take(&held, args[8], &slots, 1) && as_int(args[9], &num_slots));
     NEED(as_optional_int(args[10], &pad_id, &has_pad_id));
     NEED(positions.n0 >= count && count >= 0 && count <= TOKENS_LIMIT);
-    NEED(ids.n0 <= ROWS_LIMIT);
     UNIQUE(ids);  /* SG010 */
     int64_t real = count - (has_padding ? padding : 0);
     CHECK(real >= 0 && sound_spans(&starts, real));  /* SG304, SG309, SG308 */
@@ -401,6 +401,7 @@ static PyObject *drafter_input(PyObject *self, PyObject *const *args, Py_ssize_t
     int64_t count, vocab, limit = 0, bound = 0;
     int has_limit, has_lens, has_bound;
     NEED(take(&held, args[0], &ids, 1) && take(&held, args[1], &starts, 1));
+    NEED(ids.n0 <= ROWS_LIMIT);  /* first: a large object is declined at once */
     NEED(as_int(args[2], &count) && take(&held, args[3], &input_ids, 1));
     NEED(as_int(args[4], &vocab) && take(&held, args[5], &picks, 1));
     NEED(take(&held, args[6], &positions, 1) && as_optional_int(args[7], &limit, &has_limit));
@@ -410,7 +411,6 @@ static PyObject *drafter_input(PyObject *self, PyObject *const *args, Py_ssize_t
     NEED(count >= 0 && count <= TOKENS_LIMIT && positions.n0 >= count && m >= 1
          && picks.n0 == m - 1);
     NEED(!has_lens || (seq_lens.n0 == m - 1 && small(&seq_lens)));
-    NEED(ids.n0 <= ROWS_LIMIT);
     UNIQUE(ids);  /* SG010 */
     CHECK(sound_spans(&starts, count));  /* SG304 */
     CHECK(within(&input_ids, 0, vocab));  /* SG301 */
@@ -458,10 +458,10 @@ static PyObject *verify_output(PyObject *self, PyObject *const *args, Py_ssize_t
     Arr ids, accepted, tokens;
     int64_t mtp_k, vocab;
     NEED(take(&held, args[0], &ids, 1) && take(&held, args[1], &accepted, 1));
+    NEED(ids.n0 <= ROWS_LIMIT);  /* first: a large object is declined at once */
     NEED(as_int(args[2], &mtp_k) && take(&held, args[3], &tokens, 2) && as_int(args[4], &vocab));
     NEED(mtp_k >= 0 && mtp_k < ARITH_LIMIT && tokens.n0 == accepted.n0
          && tokens.n1 == mtp_k + 1);
-    NEED(ids.n0 <= ROWS_LIMIT);
     UNIQUE(ids);  /* SG010 */
     CHECK(within(&accepted, 0, mtp_k + 1));  /* SG201 */
     CHECK(prefix_layout(&tokens, &accepted, 1, vocab));  /* SG202 */
@@ -479,9 +479,9 @@ static PyObject *drafter_output(PyObject *self, PyObject *const *args, Py_ssize_
     int64_t vocab, mtp_k;
     int has_counts;
     NEED(take(&held, args[0], &ids, 1) && take(&held, args[1], &drafts, 2));
+    NEED(ids.n0 <= ROWS_LIMIT);  /* first: a large object is declined at once */
     NEED(as_int(args[2], &vocab) && take_optional(&held, args[3], &counts, 1, &has_counts));
     NEED(as_int(args[4], &mtp_k) && mtp_k < INT64_MAX);
-    NEED(ids.n0 <= ROWS_LIMIT);
     UNIQUE(ids);  /* SG010 */
     CHECK(within(&drafts, 0, vocab));  /* SG108 */
     if (has_counts) CHECK(within(&counts, 0, mtp_k + 1));  /* SG116 */
@@ -498,13 +498,13 @@ static PyObject *request_output(PyObject *self, PyObject *const *args, Py_ssize_
     Arr ids, tokens, counts, given, stops, limits, finished;
     int64_t vocab;
     NEED(take(&held, args[0], &ids, 1) && take(&held, args[1], &tokens, 2));
+    NEED(ids.n0 <= ROWS_LIMIT);  /* first: a large object is declined at once */
     NEED(take(&held, args[2], &counts, 1) && take(&held, args[3], &given, 1));
     NEED(take(&held, args[4], &stops, 2) && as_int(args[5], &vocab));
     NEED(take(&held, args[6], &limits, 1) && take(&held, args[7], &finished, 1));
     Py_ssize_t n = tokens.n0, width = tokens.n1;
     NEED(counts.n0 == n && given.n0 == n && stops.n0 == n && limits.n0 == n
          && finished.n0 == n && small(&given) && small(&limits));
-    NEED(ids.n0 <= ROWS_LIMIT);
     UNIQUE(ids);  /* SG010 */
     CHECK(within(&counts, 0, (int64_t)width + 1));  /* SG401's counts */
     CHECK(within(&given, 0, INT64_MAX));  /* SG401 */
@@ -549,12 +549,12 @@ static PyObject *logits_rows(PyObject *self, PyObject *const *args, Py_ssize_t n
     Arr ids, drafts, starts, counts;
     int64_t num_logits, num_rows;
     NEED(take(&held, args[0], &ids, 1) && take(&held, args[1], &drafts, 1));
+    NEED(ids.n0 <= ROWS_LIMIT);  /* first: a large object is declined at once */
     NEED(take(&held, args[2], &starts, 1) && take(&held, args[3], &counts, 1));
     NEED(as_int(args[4], &num_logits) && as_int(args[5], &num_rows));
     Py_ssize_t n = drafts.n0;
     NEED(starts.n0 == n && counts.n0 == n && small(&drafts) && small(&starts)
          && small(&counts));
-    NEED(ids.n0 <= ROWS_LIMIT);
     UNIQUE(ids);  /* SG010 */
     CHECK(within(&drafts, 0, INT64_MAX) && within(&starts, -1, INT64_MAX));
     int64_t rows = n;
