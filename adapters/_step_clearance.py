@@ -1,4 +1,5 @@
-"""The clearance of ``StepTransition``: one pass for the six rules between two steps.
+"""The clearances of the step tracker's objects: ``StepTransition``'s six rules between
+two steps in one pass, and the verifier's and the drafter's rows against the step.
 
 The step tracker builds a transition every step, in every engine, and its six rules
 (SG601, SG602, SG603, SG607, SG660, SG661) each read a few of the same per-row arrays.
@@ -14,10 +15,11 @@ from typing import Any
 
 import numpy as np
 
-from specguard.adapters._step_rules import TRANSITION
+from specguard.adapters._step_rules import DRAFTER, TRANSITION, VERIFY
 from specguard.contracts._core import _compiled
 from specguard.contracts._core._clearance import clearance
 from specguard.contracts._core._numpy_calls import count_nonzero as _count_nonzero
+from specguard.contracts._core._numpy_calls import same_ids
 
 __all__: list[str] = []
 
@@ -72,3 +74,24 @@ def _clear_transition(step: Any) -> bool:
         if _count_nonzero(unmade):
             return False
     return True
+
+
+def _rows_follow(batch_ids: np.ndarray, seq_ids: np.ndarray) -> bool:
+    """One row per seq of the step, in its order: one comparison of their bytes."""
+    return seq_ids.shape == batch_ids.shape and same_ids(seq_ids, batch_ids)
+
+
+@clearance("VerifyRows", covers=VERIFY)
+def _clear_verify_rows(rows: Any) -> bool:
+    """SG604 and SG605 on the verifier's rows, read once a step by every tracked engine:
+    the rows are the decode seqs in order, and none accepts more drafts than it carried."""
+    if not _rows_follow(rows.batch_ids, rows.seq_ids):
+        return False  # SG604
+    accepted, drafts = rows.num_accepted, rows.num_drafts
+    return accepted.shape != drafts.shape or not _count_nonzero(accepted > drafts)  # SG605
+
+
+@clearance("DraftRows", covers=DRAFTER)
+def _clear_draft_rows(rows: Any) -> bool:
+    """SG606: the drafter's rows are the step's seqs, in batch order."""
+    return _rows_follow(rows.batch_ids, rows.seq_ids)

@@ -169,3 +169,57 @@ def test_a_clean_transition_is_cleared_and_a_broken_one_still_names_its_rule() -
             assert raised.violations[0].position == 1
         else:
             raise AssertionError("a stale draft passed")
+
+
+@st.composite
+def _rows(draw: Any, verify: bool) -> Any:
+    """VerifyRows or DraftRows whose rows follow the step's seqs, or do not."""
+    from specguard.adapters._step_rules import DraftRows, VerifyRows
+
+    n = draw(st.integers(0, 6))
+    batch = np.array(draw(st.lists(st.integers(0, 5), min_size=n, max_size=n)),
+                     dtype=np.int64)
+    rows = batch.copy()
+    if draw(st.booleans()):  # break the order, the count, or one seq
+        rows = np.array(draw(st.lists(st.integers(0, 5), max_size=7)), dtype=np.int32)
+    if not verify:
+        return DraftRows(batch_ids=batch, seq_ids=rows)
+    m = rows.shape[0]
+    drafts = _vector(draw, n, st.integers(0, 3))
+    accepted = _vector(draw, m, st.integers(0, 3))
+    return VerifyRows(batch_ids=batch, positions=np.arange(n), num_drafts=drafts,
+                      seq_ids=rows, num_accepted=accepted)
+
+
+@given(data=st.data(), verify=st.booleans())
+def test_the_row_clearances_agree_with_their_rules(data: st.DataObject, verify: bool) -> None:
+    """VerifyRows (SG604, SG605) and DraftRows (SG606): yes exactly where the rules pass."""
+    with contracts.checking(mode="off"):
+        rows = data.draw(_rows(verify))
+    plan = type(rows).__sg_plan__
+    found = clearance_for(type(rows).__name__)
+    assert found is not None and plan.fast_check(rows)
+    values = ValueChecks(contracts.Config(), plan.subject)
+    covered = [rule for rule in plan.rules if rule.code in found.covers]
+    assert {rule.code for rule in covered} == found.covers
+    target = plan.rule_target(rows)
+    rules_pass = not any(rule.check(target, values) is not None
+                         for rule in covered if rule.check is not None)
+    assert found.check(target) is rules_pass
+
+
+def test_a_verify_row_past_its_drafts_is_cleared_no_and_named_by_sg605() -> None:
+    from specguard.adapters._step_rules import VerifyRows
+
+    fields: dict[str, Any] = {
+        "batch_ids": np.array([4, 7]), "positions": np.array([0, 2]),
+        "num_drafts": np.array([2, 1]), "seq_ids": np.array([4, 7]),
+        "num_accepted": np.array([2, 1])}
+    with contracts.checking(mode="strict"):
+        VerifyRows(**fields)
+    fields["num_accepted"] = np.array([2, 2])
+    with contracts.checking(mode="strict"), pytest.raises(contracts.ContractViolation) as raised:
+        VerifyRows(**fields)
+    assert raised.value.codes == ("SG605",)
+    assert raised.value.violations[0].reason == (
+        "accepted 2 drafts, but the row carried 1 real drafts")
