@@ -110,6 +110,15 @@ class SeqMemory:
 
     def advance(self, seq_ids: np.ndarray, starts: np.ndarray, advance: np.ndarray) -> None:
         """Record where a step left each seq: ``start + advance``, or unknown (-1)."""
+        if not self._log and seq_ids.shape[0] <= self.direct_up_to:
+            # Applied at once (see _record): for a decode step's few seqs, the ends in one
+            # Python pass over the lists cost less than the numpy passes that make arrays
+            # no log will hold.
+            listed = [start + moved if moved >= 0 and start >= 0 else UNKNOWN
+                      for start, moved in zip(starts.tolist(), advance.tolist(), strict=True)]
+            _touch_all(self, seq_ids.tolist(), listed)
+            self._within_bytes()
+            return
         ends = np.where((advance >= 0) & (starts >= 0), starts + advance, UNKNOWN)
         self._record(_Advance(seq_ids.astype(np.int64), ends.astype(np.int64)))
 
@@ -152,13 +161,9 @@ class SeqMemory:
         return lo + i, int(fed[i]), int(known[i])
 
     def _record(self, record: _Record) -> None:
-        if not self._log and isinstance(record, _Advance) \
-                and record.ids.shape[0] <= self.direct_up_to:
-            # A small batch is cheaper applied than logged: a dict write per seq costs
-            # less than the numpy passes a logged record costs every later lookup.
-            record.apply_one_by_one(self)
-            self._within_bytes()
-            return
+        # (A small advance that finds the log empty never gets here: :meth:`advance`
+        # applies it at once, a dict write per seq costing less than the numpy passes a
+        # logged record costs every later lookup.)
         if len(self._ends) + self._logged + record.ids.shape[0] > self.limit:
             self._fold()  # the log's repeated ids count once from here on
             if len(self._ends) + record.ids.shape[0] > self.limit:
@@ -293,20 +298,24 @@ class _Advance:
         return int(self.ids.nbytes + self.ends.nbytes)
 
     def apply_one_by_one(self, memory: SeqMemory) -> None:
-        ids, ends = self.ids.tolist(), self.ends.tolist()
-        known = memory._ends
-        if len(known) + len(ids) <= memory.limit:
-            # Nothing can be forgotten: what the touches one by one leave, in two C-level
-            # passes (drop the batch's seqs, then append them in batch order).
-            deque(map(known.pop, ids, repeat(None)), maxlen=0)
-            before = len(known)
-            known.update(zip(ids, ends, strict=True))
-            if len(known) - before == len(ids):
-                return
-            # A repeated id: dict.update keeps its first place; the touches move it to
-            # its last. Touching again in order gives exactly their result.
-        for seq_id, end in zip(ids, ends, strict=True):
-            memory._touch(seq_id, end)
+        _touch_all(memory, self.ids.tolist(), self.ends.tolist())
+
+
+def _touch_all(memory: SeqMemory, ids: list[int], ends: list[int]) -> None:
+    """``memory._touch`` of each seq in order, with its end."""
+    known = memory._ends
+    if len(known) + len(ids) <= memory.limit:
+        # Nothing can be forgotten: what the touches one by one leave, in two C-level
+        # passes (drop the batch's seqs, then append them in batch order).
+        deque(map(known.pop, ids, repeat(None)), maxlen=0)
+        before = len(known)
+        known.update(zip(ids, ends, strict=True))
+        if len(known) - before == len(ids):
+            return
+        # A repeated id: dict.update keeps its first place; the touches move it to its
+        # last. Touching again in order gives exactly their result.
+    for seq_id, end in zip(ids, ends, strict=True):
+        memory._touch(seq_id, end)
 
 
 class _Emitted:
