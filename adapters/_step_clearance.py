@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 
 from specguard.adapters._step_rules import DRAFTER, TRANSITION, VERIFY
-from specguard.contracts._core import _compiled
 from specguard.contracts._core._clearance import clearance
+from specguard.contracts._core._compiled import int_or_none, verdict
 from specguard.contracts._core._numpy_calls import count_nonzero as _count_nonzero
 from specguard.contracts._core._numpy_calls import same_ids
 
@@ -27,16 +27,14 @@ __all__: list[str] = []
 @clearance("StepTransition", covers=TRANSITION)
 def _clear_transition(step: Any) -> bool:
     starts, expected = step.starts, step.expected_starts
-    kernels = _compiled.KERNELS
-    if kernels is not None:
-        placeholder = step.draft_placeholder
-        verdict = kernels.step_transition(
-            starts, expected, step.refilled, step.num_drafts, step.decode_positions,
-            step.draft_token_ids, None if placeholder is None else int(placeholder),
-            step.has_proposal, step.proposed, step.prev_rows, step.expected_num_drafts,
-            step.num_proposed, int(step.mtp_k), step.first_seen, step.drafts_handed_over)
-        if verdict is not None:
-            return bool(verdict)
+    found = verdict(
+        "step_transition", starts, expected, step.refilled, step.num_drafts,
+        step.decode_positions, step.draft_token_ids,
+        int_or_none(step.draft_placeholder), step.has_proposal, step.proposed,
+        step.prev_rows, step.expected_num_drafts, step.num_proposed, int(step.mtp_k),
+        step.first_seen, step.drafts_handed_over)
+    if found is not None:
+        return found
     if _count_nonzero((expected >= 0) & (starts >= 0) & (starts != expected)):
         return False  # SG601
     refilled, num_drafts = step.refilled, step.num_drafts

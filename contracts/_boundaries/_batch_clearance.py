@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 
 from specguard.contracts._boundaries._seq_ids import unique_non_negative
-from specguard.contracts._core import _compiled
 from specguard.contracts._core._clearance import clearance
+from specguard.contracts._core._compiled import int_or_none, verdict
 from specguard.contracts._core._numpy_calls import count_nonzero as _count_nonzero
 from specguard.contracts._core._numpy_calls import minimum_of as _minimum
 from specguard.contracts._core._values import all_within
@@ -37,16 +37,13 @@ def _drafts_valid(b: Any) -> bool:
                                      "SG111", "SG112", "SG113", "SG115"))
 def _clear(b: Any) -> bool:
     ids, flags, counts, context = b.seq_ids, b.is_decode, b.num_scheduled_tokens, b.context_lens
-    kernels = _compiled.KERNELS
-    if kernels is not None:
-        placeholder = b.draft_placeholder
-        verdict = kernels.scheduled_batch(
-            ids, flags, counts, context, int(b.mtp_k), int(b.num_tokens), int(b.num_decode),
-            b.draft_token_ids, int(b.vocab_size),
-            None if placeholder is None else int(placeholder), b.num_drafts, b.token_ids,
-            b.state_slots, b.draft_seq_ids)
-        if verdict is not None:
-            return bool(verdict)
+    found = verdict(
+        "scheduled_batch", ids, flags, counts, context, int(b.mtp_k), int(b.num_tokens),
+        int(b.num_decode), b.draft_token_ids, int(b.vocab_size),
+        int_or_none(b.draft_placeholder), b.num_drafts, b.token_ids, b.state_slots,
+        b.draft_seq_ids)
+    if found is not None:
+        return found
     n, width, total = ids.shape[0], int(b.mtp_k) + 1, int(b.num_tokens)
     decoding = int(_count_nonzero(flags))
     if decoding != b.num_decode or (n and not unique_non_negative(ids)):
@@ -79,10 +76,8 @@ def _clear_draft_tokens(d: Any) -> bool:
     """The scheduler's draft rows: unique owners, vocabulary ids, counts within mtp_k.
     The same three answers as a DrafterOutput's, so the same compiled pass."""
     ids, drafts, counts, mtp_k = d.seq_ids, d.draft_token_ids, d.num_drafts, int(d.mtp_k)
-    kernels = _compiled.KERNELS
-    if kernels is not None:
-        verdict = kernels.drafter_output(ids, drafts, int(d.vocab_size), counts, mtp_k)
-        if verdict is not None:
-            return bool(verdict)
+    found = verdict("drafter_output", ids, drafts, int(d.vocab_size), counts, mtp_k)
+    if found is not None:
+        return found
     return (unique_non_negative(ids) and all_within(drafts, int(d.vocab_size))  # SG010, SG108
             and all_within(counts, mtp_k + 1))  # SG109

@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 
 from specguard.contracts._boundaries._seq_ids import unique_non_negative
-from specguard.contracts._core import _compiled
 from specguard.contracts._core._clearance import clearance
+from specguard.contracts._core._compiled import verdict
 from specguard.contracts._core._numpy_calls import count_nonzero as _count_nonzero
 from specguard.contracts._core._numpy_calls import maximum_of as _maximum
 from specguard.contracts._core._numpy_calls import minimum_of as _minimum
@@ -40,12 +40,11 @@ def _prefix_layout(tokens: np.ndarray, real: np.ndarray, vocab: int) -> bool:
 @clearance("VerifyOutput", covers=("SG010", "SG201", "SG202"))
 def _clear_verify_output(out: Any) -> bool:
     accepted, width = out.num_accepted, int(out.mtp_k) + 1
-    kernels = _compiled.KERNELS
-    if kernels is not None:
-        verdict = kernels.verify_output(out.seq_ids, accepted, width - 1, out.token_ids,
-                                        int(out.vocab_size))
-        if verdict is not None:
-            return bool(verdict)
+    found = verdict(
+        "verify_output", out.seq_ids, accepted, width - 1, out.token_ids,
+        int(out.vocab_size))
+    if found is not None:
+        return found
     if not unique_non_negative(out.seq_ids) or not all_within(accepted, width):
         return False  # SG010, SG201
     real = np.arange(width)[None, :] <= accepted[:, None]
@@ -55,12 +54,11 @@ def _clear_verify_output(out: Any) -> bool:
 @clearance("DrafterOutput", covers=("SG010", "SG108", "SG116"))
 def _clear_drafter_output(out: Any) -> bool:
     counts = out.num_proposed
-    kernels = _compiled.KERNELS
-    if kernels is not None:
-        verdict = kernels.drafter_output(out.seq_ids, out.draft_token_ids,
-                                         int(out.vocab_size), counts, int(out.mtp_k))
-        if verdict is not None:
-            return bool(verdict)
+    found = verdict(
+        "drafter_output", out.seq_ids, out.draft_token_ids, int(out.vocab_size), counts,
+        int(out.mtp_k))
+    if found is not None:
+        return found
     return (unique_non_negative(out.seq_ids)
             and all_within(out.draft_token_ids, int(out.vocab_size))  # SG108
             and (counts is None or all_within(counts, int(out.mtp_k) + 1)))  # SG116
@@ -70,12 +68,11 @@ def _clear_drafter_output(out: Any) -> bool:
 def _clear_request_output(out: Any) -> bool:
     tokens, counts, given = out.token_ids, out.num_emitted, out.num_generated
     stops, vocab = out.stop_token_ids, int(out.vocab_size)
-    kernels = _compiled.KERNELS
-    if kernels is not None:
-        verdict = kernels.request_output(out.seq_ids, tokens, counts, given, stops, vocab,
-                                         out.max_new_tokens, out.finished)
-        if verdict is not None:
-            return bool(verdict)
+    found = verdict(
+        "request_output", out.seq_ids, tokens, counts, given, stops, vocab,
+        out.max_new_tokens, out.finished)
+    if found is not None:
+        return found
     width = tokens.shape[1]
     if not unique_non_negative(out.seq_ids) or not all_within(counts, width + 1):
         return False  # SG010, SG401's counts
@@ -103,12 +100,11 @@ def _clear_request_output(out: Any) -> bool:
 @clearance("LogitsRows", covers=("SG010", "SG311", "SG312"))
 def _clear_logits_rows(rows: Any) -> bool:
     drafts, starts, counts = rows.num_drafts, rows.row_starts, rows.row_counts
-    kernels = _compiled.KERNELS
-    if kernels is not None:
-        verdict = kernels.logits_rows(rows.seq_ids, drafts, starts, counts,
-                                      int(rows.num_logits), int(rows.num_rows))
-        if verdict is not None:
-            return bool(verdict)
+    found = verdict(
+        "logits_rows", rows.seq_ids, drafts, starts, counts, int(rows.num_logits),
+        int(rows.num_rows))
+    if found is not None:
+        return found
     n = drafts.shape[0]
     if not unique_non_negative(rows.seq_ids):
         return False  # SG010

@@ -21,18 +21,14 @@ from specguard.contracts._boundaries.embedding_inputs import (
     span_end_positions,
     steps_within_spans,
 )
-from specguard.contracts._core import _compiled
 from specguard.contracts._core._clearance import clearance
+from specguard.contracts._core._compiled import int_or_none, verdict
 from specguard.contracts._core._numpy_calls import count_nonzero as _count_nonzero
 from specguard.contracts._core._numpy_calls import maximum_of as _maximum
 from specguard.contracts._core._numpy_calls import minimum_of as _minimum
 from specguard.contracts._core._values import all_within
 
 __all__: list[str] = []
-
-
-def _int_or_none(value: Any) -> int | None:
-    return None if value is None else int(value)
 
 
 def _positions_step_by_one(positions: np.ndarray, starts: np.ndarray, count: int) -> bool:
@@ -54,13 +50,12 @@ def _positions_in_range(positions: np.ndarray, limit: int | None) -> bool:
 def _clear_drafter_input(d: Any) -> bool:
     ids, starts, count = d.seq_ids, d.query_start_loc, int(d.num_tokens)
     positions = d.positions
-    kernels = _compiled.KERNELS
-    if kernels is not None:
-        verdict = kernels.drafter_input(
-            ids, starts, count, d.input_ids, int(d.vocab_size), d.sample_indices, positions,
-            _int_or_none(d.max_model_len), d.seq_lens, _int_or_none(d.max_seq_len))
-        if verdict is not None:
-            return bool(verdict)
+    found = verdict(
+        "drafter_input", ids, starts, count, d.input_ids, int(d.vocab_size),
+        d.sample_indices, positions, int_or_none(d.max_model_len), d.seq_lens,
+        int_or_none(d.max_seq_len))
+    if found is not None:
+        return found
     if not unique_non_negative(ids):
         return False  # SG010
     if not sound_spans(starts, count):
@@ -92,14 +87,12 @@ def _clear_drafter_input(d: Any) -> bool:
                                  "SG309", "SG310"))
 def _clear_model_input(m: Any) -> bool:
     ids, starts, count = m.seq_ids, m.query_start_loc, int(m.num_tokens)
-    kernels = _compiled.KERNELS
-    if kernels is not None:
-        verdict = kernels.model_input(
-            ids, starts, count, _int_or_none(m.num_padding), m.input_ids, int(m.vocab_size),
-            m.positions, _int_or_none(m.max_model_len), m.slot_mapping, int(m.num_slots),
-            _int_or_none(m.padding_slot_id))
-        if verdict is not None:
-            return bool(verdict)
+    found = verdict(
+        "model_input", ids, starts, count, int_or_none(m.num_padding), m.input_ids,
+        int(m.vocab_size), m.positions, int_or_none(m.max_model_len), m.slot_mapping,
+        int(m.num_slots), int_or_none(m.padding_slot_id))
+    if found is not None:
+        return found
     if not unique_non_negative(ids):
         return False  # SG010
     padding = int(m.num_padding or 0)

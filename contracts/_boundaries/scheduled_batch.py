@@ -18,8 +18,8 @@ from specguard.contracts._boundaries._backend_neutral import (
     within_columns,
 )
 from specguard.contracts._boundaries._types import Array, Bool, Index
-from specguard.contracts._core import _compiled
 from specguard.contracts._core._arrays import array_kind, dtype_name, is_host
+from specguard.contracts._core._compiled import verdict
 from specguard.contracts._core._config import Depth
 from specguard.contracts._core._contract import BoundaryObject, boundary_object
 from specguard.contracts._core._numpy_calls import count_nonzero as _count_nonzero
@@ -264,15 +264,14 @@ def _block_tables(batch: ScheduledBatch, values: ValueChecks) -> Finding | None:
     is where a short table shows; at full depth every block between them too."""
     tables, lens = batch.block_tables, batch.context_lens
     num_seqs, max_blocks = tables.shape[0], tables.shape[1]
-    kernels = _compiled.KERNELS
-    if kernels is not None and type(tables) is np.ndarray and type(lens) is np.ndarray:
-        # The clean answer in one compiled pass (the middle blocks too at full depth,
-        # up to a table of _COMPILED_MIDDLE entries; past it numpy's per-seq minimum is
-        # faster); anything but yes is explained by the numpy check below.
-        full = values.full
-        if (not full or num_seqs * max_blocks <= _COMPILED_MIDDLE) \
-                and kernels.block_tables(tables, lens, int(batch.block_size), full) is True:
-            return None
+    # The clean answer in one compiled pass (the middle blocks too at full depth, up to a
+    # table of _COMPILED_MIDDLE entries; past it numpy's per-seq minimum is faster);
+    # anything but yes is explained by the numpy check below.
+    full = values.full
+    if type(tables) is np.ndarray and type(lens) is np.ndarray \
+            and (not full or num_seqs * max_blocks <= _COMPILED_MIDDLE) \
+            and verdict("block_tables", tables, lens, int(batch.block_size), full):
+        return None
     last = last_block(lens, batch.block_size)
     # Every seq normally needs 1..max_blocks blocks: when one maximum shows that on the
     # host, no seq is short and no column needs clipping.

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import os
 from types import ModuleType
+from typing import Any
 
-__all__ = ["KERNELS", "load_kernels"]
+__all__ = ["KERNELS", "int_or_none", "load_kernels", "verdict"]
 
 
 def load_kernels(environ: dict[str, str] | None = None) -> ModuleType | None:
@@ -31,3 +32,18 @@ def load_kernels(environ: dict[str, str] | None = None) -> ModuleType | None:
 
 #: The compiled clearances, or None (read at each call, so a test may switch them off).
 KERNELS: ModuleType | None = load_kernels()
+
+
+def verdict(kernel: str, *args: Any) -> bool | None:
+    """The compiled clearance ``kernel``'s answer on ``args``: True or False, or None
+    where this install has no kernels or the kernel declines (numpy answers then)."""
+    kernels = KERNELS
+    if kernels is None:
+        return None
+    answer = getattr(kernels, kernel)(*args)
+    return None if answer is None else bool(answer)
+
+
+def int_or_none(value: Any) -> int | None:
+    """An optional scalar field as the kernels take it: a Python int, or None."""
+    return None if value is None else int(value)

@@ -270,7 +270,10 @@ typedef enum { DECLINE = -1, NO = 0, YES = 1 } Verdict;
 
 static PyObject *answer(Held *held, Verdict verdict) {
     release_all(held);
-    if (verdict == DECLINE) Py_RETURN_NONE;
+    if (verdict == DECLINE) {
+        PyErr_Clear();  /* a decline is an answer: whatever refused the input is no error */
+        Py_RETURN_NONE;
+    }
     if (verdict == YES) Py_RETURN_TRUE;
     Py_RETURN_FALSE;
 }
@@ -686,31 +689,22 @@ static PyObject *block_tables(PyObject *self, PyObject *const *args, Py_ssize_t 
         }
     }
 done:
-    if (verdict == DECLINE) PyErr_Clear();
     return answer(&held, verdict);
 }
 
+#define KERNEL(name, doc) {#name, (PyCFunction)(void (*)(void))name, METH_FASTCALL, doc}
+
 static PyMethodDef kernel_methods[] = {
-    {"unique_ids", (PyCFunction)(void (*)(void))unique_ids, METH_FASTCALL,
-     "unique_ids(ids): SG010's verdict (True, False, or None where not read here)."},
-    {"scheduled_batch", (PyCFunction)(void (*)(void))scheduled_batch, METH_FASTCALL,
-     "The clearance of a ScheduledBatch."},
-    {"model_input", (PyCFunction)(void (*)(void))model_input, METH_FASTCALL,
-     "The clearance of a ModelInput."},
-    {"drafter_input", (PyCFunction)(void (*)(void))drafter_input, METH_FASTCALL,
-     "The clearance of a DrafterInput."},
-    {"verify_output", (PyCFunction)(void (*)(void))verify_output, METH_FASTCALL,
-     "The clearance of a VerifyOutput."},
-    {"drafter_output", (PyCFunction)(void (*)(void))drafter_output, METH_FASTCALL,
-     "The clearance of a DrafterOutput."},
-    {"request_output", (PyCFunction)(void (*)(void))request_output, METH_FASTCALL,
-     "The clearance of a RequestOutput."},
-    {"logits_rows", (PyCFunction)(void (*)(void))logits_rows, METH_FASTCALL,
-     "The clearance of a LogitsRows."},
-    {"block_tables", (PyCFunction)(void (*)(void))block_tables, METH_FASTCALL,
-     "SG110's answer on a clean batch's block tables."},
-    {"step_transition", (PyCFunction)(void (*)(void))step_transition, METH_FASTCALL,
-     "The clearance of a StepTransition."},
+    KERNEL(unique_ids, "SG010 alone: True, False, or None where not read here."),
+    KERNEL(scheduled_batch, "The clearance of a ScheduledBatch."),
+    KERNEL(model_input, "The clearance of a ModelInput."),
+    KERNEL(drafter_input, "The clearance of a DrafterInput."),
+    KERNEL(verify_output, "The clearance of a VerifyOutput."),
+    KERNEL(drafter_output, "The clearance of a DrafterOutput (and of DraftTokens)."),
+    KERNEL(request_output, "The clearance of a RequestOutput."),
+    KERNEL(logits_rows, "The clearance of a LogitsRows."),
+    KERNEL(block_tables, "SG110's answer on a clean batch's block tables."),
+    KERNEL(step_transition, "The clearance of a StepTransition."),
     {NULL, NULL, 0, NULL},
 };
 
