@@ -62,7 +62,7 @@ def project_urls(environ: dict[str, str] | None = None) -> dict[str, str]:
 
 
 def extensions() -> list[Extension]:
-    """The compiled clearances (``contracts/_core/_kernels.c``).
+    """The compiled clearances and step-tracker kernels (``contracts/_core/_kernels.c``).
 
     Optional: where no C compiler is at hand the build goes on without them, and every
     clearance answers in numpy instead (the same verdicts, at a higher cost per step).

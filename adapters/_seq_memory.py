@@ -26,6 +26,7 @@ from itertools import repeat
 import numpy as np
 
 from specguard.adapters._step_plan import UNKNOWN, rows_in
+from specguard.contracts._core._compiled import verdict
 
 __all__ = ["DEFAULT_MAX_BYTES", "DIRECT_UP_TO", "SEQ_BYTES", "SeqMemory"]
 
@@ -114,9 +115,12 @@ class SeqMemory:
             # Applied at once (see _record): for a decode step's few seqs, the ends in one
             # Python pass over the lists cost less than the numpy passes that make arrays
             # no log will hold.
-            listed = [start + moved if moved >= 0 and start >= 0 else UNKNOWN
-                      for start, moved in zip(starts.tolist(), advance.tolist(), strict=True)]
-            _touch_all(self, seq_ids.tolist(), listed)
+            if verdict("touch_ends", self._ends, seq_ids, starts, advance,
+                       self.limit - len(self._ends)) is None:
+                listed = [start + moved if moved >= 0 and start >= 0 else UNKNOWN
+                          for start, moved in zip(starts.tolist(), advance.tolist(),
+                                                  strict=True)]
+                _touch_all(self, seq_ids.tolist(), listed)
             self._within_bytes()
             return
         ends = np.where((advance >= 0) & (starts >= 0), starts + advance, UNKNOWN)

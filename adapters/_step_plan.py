@@ -9,6 +9,7 @@ import numpy as np
 
 from specguard.adapters._host import holds_integers, host_array
 from specguard.contracts import ScheduledBatch
+from specguard.contracts._core._compiled import verdict
 from specguard.contracts._core._numpy_calls import count_nonzero as _count_nonzero
 from specguard.contracts._core._numpy_calls import same_ids
 
@@ -203,6 +204,11 @@ class IdLookup:
         reference = self.reference
         if reference.shape[0] == 0 or ids.shape[0] == 0:
             return np.full(ids.shape[0], UNKNOWN, dtype=np.int64), False
+        if self._order is None:  # not sorted yet: a compiled hash lookup needs no sort
+            rows = np.empty(ids.shape[0], dtype=np.int64)
+            same = verdict("id_rows", reference, ids, rows)
+            if same is not None:
+                return rows, same
         if self.identical(ids):
             return np.arange(ids.shape[0], dtype=np.int64), True
         ordered, order = self._ordered, self._sort()

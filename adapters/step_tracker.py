@@ -29,11 +29,15 @@ from typing import Any, cast
 
 import numpy as np
 
-from specguard.adapters import _step_clearance  # noqa: F401  (registers its clearance)
 from specguard.adapters._build import build
 from specguard.adapters._host import host_array
 from specguard.adapters._seen_seqs import SeenSeqs
 from specguard.adapters._seq_memory import DEFAULT_MAX_BYTES, SeqMemory
+from specguard.adapters._step_clearance import (
+    fused_draft_rows,
+    fused_transition,
+    fused_verify_rows,
+)
 from specguard.adapters._step_plan import (
     UNKNOWN,
     IdLookup,
@@ -302,11 +306,14 @@ class StepTracker:
             if keeps_ends and _count_nonzero(remembered):
                 ends[remembered] = self._memory.ends(
                     plan.seq_ids[remembered].astype(np.int64))
-            fields = _transition(previous, plan, links, rows, self.progress,
-                                 self.whole_proposals, remembered, ends,
-                                 last_short=self._last_short_proposals(plan, links),
-                                 first_seen=first_seen)
-            build(StepTransition, fields, state=previous, names=names)
+            last_short = self._last_short_proposals(plan, links)
+            if not fused_transition(previous, plan, links, rows, self.progress,
+                                    self.whole_proposals, remembered, ends, last_short,
+                                    first_seen):
+                fields = _transition(previous, plan, links, rows, self.progress,
+                                     self.whole_proposals, remembered, ends,
+                                     last_short=last_short, first_seen=first_seen)
+                build(StepTransition, fields, state=previous, names=names)
         if runs(*RECOMPUTE):
             recomputed = _recomputed(plan, self._memory)
             if recomputed is not None:
@@ -461,6 +468,8 @@ class StepTracker:
         if step is None or ids is None or accepted is None or not _same_rows(ids, accepted):
             return
         plan = step.plan
+        if fused_verify_rows(plan, ids, accepted, step.before, step.advance):
+            return  # checked, and the accepted counts recorded, in one pass
         decode = plan.is_decode.nonzero()[0]
         if runs(*VERIFY):
             build(VerifyRows, {
@@ -496,6 +505,11 @@ class StepTracker:
             return
         if drafts.ndim != 2 or drafts.shape[0] != ids.shape[0]:
             return
+        counts = host_array(num_proposed) if num_proposed is not None else None
+        if (num_proposed is None or counts is not None) and fused_draft_rows(
+                step.plan, ids, drafts, counts, step.proposals, step.drafted,
+                step.num_proposed):
+            return  # checked, and the proposals kept, in one pass
         if runs(*DRAFTER):
             build(DraftRows, {"batch_ids": step.plan.seq_ids, "seq_ids": ids},
                   state=self._previous, names=names)
@@ -505,7 +519,6 @@ class StepTracker:
         found = positions >= 0
         step.proposals[positions[found]] = drafts[found]
         step.drafted[positions[found]] = True
-        counts = host_array(num_proposed) if num_proposed is not None else None
         if counts is not None and _same_rows(ids, counts):
             step.num_proposed[positions[found]] = counts[found]
 

@@ -11,11 +11,13 @@ one compiled loop a few (``docs/performance.md``).
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from types import ModuleType
 from typing import Any
 
-__all__ = ["KERNELS", "int_or_none", "load_kernels", "verdict"]
+__all__ = ["KERNELS", "int_or_none", "load_kernels", "switched_off", "verdict"]
 
 
 def load_kernels(environ: dict[str, str] | None = None) -> ModuleType | None:
@@ -47,3 +49,16 @@ def verdict(kernel: str, *args: Any) -> bool | None:
 def int_or_none(value: Any) -> int | None:
     """An optional scalar field as the kernels take it: a Python int, or None."""
     return None if value is None else int(value)
+
+
+@contextlib.contextmanager
+def switched_off() -> Iterator[None]:
+    """Answer in numpy inside the block. The step tracker's fused hand-overs build no
+    object where they find it clean; a tool that wants every object built (to time its
+    rules) builds them here."""
+    global KERNELS
+    previous, KERNELS = KERNELS, None
+    try:
+        yield
+    finally:
+        KERNELS = previous

@@ -1,5 +1,6 @@
 /*
- * The clearances of the boundary objects an engine hands over every step, compiled.
+ * The clearances of the boundary objects an engine hands over every step, compiled; and
+ * the step tracker's hand-overs fused with its bookkeeping (the second half of the file).
  *
  * A clearance answers "would every rule it covers pass?" on an object with clean
  * metadata (see _clearance.py). Its numpy version is a dozen numpy calls, each a few
@@ -185,11 +186,9 @@ static int small(const Arr *a) { return within(a, -ARITH_LIMIT, ARITH_LIMIT + 1)
 
 static uint64_t mix(int64_t v) { return (uint64_t)v * 0x9E3779B97F4A7C15ULL; }
 
-/* 1: unique and non-negative; 0: not; -1: out of memory (the caller declines). */
-static int unique_non_negative(const Arr *ids) {
+/* 1: all distinct (any int64 values); 0: not; -1: out of memory (the caller declines). */
+static int distinct(const Arr *ids) {
     Py_ssize_t n = ids->n0;
-    for (Py_ssize_t i = 0; i < n; i++)
-        if (AT(*ids, i) < 0) return 0;
     if (n < 2) return 1;
     if (n <= SMALL_UNIQUE) {
         for (Py_ssize_t i = 1; i < n; i++) {
@@ -200,20 +199,21 @@ static int unique_non_negative(const Arr *ids) {
         return 1;
     }
     /* Engines number seqs with counters: ids within a few times n of each other take
-     * one bit each in a table over their span. */
-    int64_t low = INT64_MAX, high = 0;
+     * one bit each in a table over their span (unsigned: a span of any two int64s fits). */
+    int64_t low = INT64_MAX, high = INT64_MIN;
     for (Py_ssize_t i = 0; i < n; i++) {
         int64_t v = AT(*ids, i);
         low = v < low ? v : low;
         high = v > high ? v : high;
     }
-    if (high - low < 8 * (int64_t)n + 64) {
-        size_t span = (size_t)(high - low) + 1;
+    uint64_t width = (uint64_t)high - (uint64_t)low;
+    if (width < 8 * (uint64_t)n + 64) {
+        size_t span = (size_t)width + 1;
         uint8_t *seen = (uint8_t *)calloc((span >> 3) + 1, 1);
         if (seen == NULL) return -1;
         int unique = 1;
         for (Py_ssize_t i = 0; i < n; i++) {
-            size_t at = (size_t)(AT(*ids, i) - low);
+            size_t at = (size_t)((uint64_t)AT(*ids, i) - (uint64_t)low);
             uint8_t bit = (uint8_t)(1u << (at & 7));
             if (seen[at >> 3] & bit) { unique = 0; break; }
             seen[at >> 3] |= bit;
@@ -221,25 +221,38 @@ static int unique_non_negative(const Arr *ids) {
         free(seen);
         return unique;
     }
-    /* open addressing over a power of two at least twice n; -1 marks a free slot */
+    /* open addressing over a power of two at least twice n, with a flag per slot */
     int bits = 1;
     while (((Py_ssize_t)1 << bits) < 2 * n) bits++;
     size_t size = (size_t)1 << bits;
     int64_t *slots = (int64_t *)malloc(size * sizeof(int64_t));
-    if (slots == NULL) return -1;
-    memset(slots, 0xff, size * sizeof(int64_t));
+    uint8_t *used = (uint8_t *)calloc(size, 1);
+    if (slots == NULL || used == NULL) {
+        free(slots);
+        free(used);
+        return -1;
+    }
     int answer = 1;
     for (Py_ssize_t i = 0; i < n && answer; i++) {
         int64_t v = AT(*ids, i);
         size_t at = (size_t)(mix(v) >> (64 - bits));
-        while (slots[at] != -1) {
+        while (used[at]) {
             if (slots[at] == v) { answer = 0; break; }
             at = (at + 1) & (size - 1);
         }
+        used[at] = 1;
         slots[at] = v;
     }
     free(slots);
+    free(used);
     return answer;
+}
+
+/* 1: unique and non-negative; 0: not; -1: out of memory (the caller declines). */
+static int unique_non_negative(const Arr *ids) {
+    for (Py_ssize_t i = 0; i < ids->n0; i++)
+        if (AT(*ids, i) < 0) return 0;
+    return distinct(ids);
 }
 
 /* Span offsets that run from 0 to ``end`` without going back (SG304). */
@@ -692,6 +705,335 @@ done:
     return answer(&held, verdict);
 }
 
+/* ===================================================================================
+ * The step tracker's hand-overs, fused with its bookkeeping.
+ *
+ * Each step the tracker derives a StepTransition from the previous step and the batch,
+ * and then the rows of the verifier and of the drafter are checked against the step and
+ * folded into it. In numpy that is some sixty small calls a step; the kernels below do
+ * each hand-over in one. A kernel answers True only where the object the tracker would
+ * build passes every rule it runs, and only for input whose metadata is certainly clean
+ * (Index fields int32 or int64, Bool fields bool): then the tracker need not build the
+ * object at all. On True the bookkeeping is done; on False or None nothing was written
+ * and the tracker takes its numpy path, which builds the object and names the offender.
+ * =================================================================================== */
+
+/* Past this magnitude a start plus an advance could overflow int64. */
+#define TRACK_LIMIT ((int64_t)1 << 62)
+
+static int is_flags(const Arr *a) { return a->load == load_bool; }
+
+/* int32 or int64: the dtypes of an Index field, whose metadata is then clean. */
+static int is_index(const Arr *a) { return a->width != 0; }
+
+static int is_small_track(int64_t v) { return v > -TRACK_LIMIT && v < TRACK_LIMIT; }
+
+/* A writable array of the tracker's own (int64, or bool with ``flags``), to fill in. */
+static int take_out(Held *held, PyObject *obj, Arr *arr, int ndim, int flags) {
+    if (held->count >= MAX_HELD) return 0;
+    Py_buffer *view = &held->views[held->count];
+    if (PyObject_GetBuffer(obj, view, PyBUF_RECORDS) < 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    held->count++;
+    if (view->ndim != ndim || (arr->load = loader_of(view)) == NULL) return 0;
+    if (flags ? arr->load != load_bool : arr->load != load_i64) return 0;
+    arr->buf = (const char *)view->buf;
+    arr->ndim = ndim;
+    arr->n0 = view->shape[0];
+    arr->s0 = view->strides[0];
+    arr->n1 = ndim == 2 ? view->shape[1] : 1;
+    arr->s1 = ndim == 2 ? view->strides[1] : 0;
+    arr->width = flags ? 0 : 8;
+    return 1;
+}
+
+static void put_i64(const Arr *a, Py_ssize_t i, Py_ssize_t j, int64_t v) {
+    memcpy((char *)a->buf + i * a->s0 + j * a->s1, &v, 8);
+}
+
+static void put_flag(const Arr *a, Py_ssize_t i) { *((char *)a->buf + i * a->s0) = 1; }
+
+static int truth(PyObject *obj, int *out) {
+    int value = PyObject_IsTrue(obj);
+    if (value < 0) return 0;
+    *out = value;
+    return 1;
+}
+
+/* transition(prev_starts, prev_advance, prev_drafted, prev_proposals, prev_num_proposed,
+ *            prev_mtp_k, is_decode, starts, num_drafts, draft_token_ids,
+ *            draft_placeholder, mtp_k, drafts_handed_over, prev_rows, same_order,
+ *            refilled, remembered, ends, last_short, first_seen, progress, whole):
+ * whether the StepTransition the tracker would derive from these passes SG601, SG602,
+ * SG603, SG607, SG660 and SG661. Derives each row's fields as the tracker's numpy does
+ * (step_tracker._transition) and checks them as the clearance does, without building
+ * any of them. Writes nothing. */
+static PyObject *transition(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (!arity(nargs, 22, "transition")) return NULL;
+    Held held = {.count = 0};
+    Verdict verdict = YES;
+    Arr p_starts, p_advance, p_drafted, p_proposals, p_counts, is_decode, starts;
+    Arr num_drafts, drafts, handed, rows, refilled, remembered, ends, last_short, first;
+    int64_t prev_k, k, placeholder = 0;
+    int has_counts, has_placeholder, has_handed, has_last, has_first, same, progress, whole;
+    NEED(take(&held, args[0], &p_starts, 1) && take(&held, args[1], &p_advance, 1));
+    NEED(take(&held, args[2], &p_drafted, 1) && take(&held, args[3], &p_proposals, 2));
+    NEED(take_optional(&held, args[4], &p_counts, 1, &has_counts));
+    NEED(as_int(args[5], &prev_k));
+    NEED(take(&held, args[6], &is_decode, 1) && take(&held, args[7], &starts, 1));
+    NEED(take(&held, args[8], &num_drafts, 1) && take(&held, args[9], &drafts, 2));
+    NEED(as_optional_int(args[10], &placeholder, &has_placeholder) && as_int(args[11], &k));
+    NEED(take_optional(&held, args[12], &handed, 1, &has_handed));
+    NEED(take(&held, args[13], &rows, 1) && truth(args[14], &same));
+    NEED(take(&held, args[15], &refilled, 1) && take(&held, args[16], &remembered, 1));
+    NEED(take(&held, args[17], &ends, 1));
+    NEED(take_optional(&held, args[18], &last_short, 1, &has_last));
+    NEED(take_optional(&held, args[19], &first, 1, &has_first));
+    NEED(truth(args[20], &progress) && truth(args[21], &whole));
+    /* the kinds that make the transition's metadata clean */
+    NEED(is_flags(&is_decode) && is_flags(&p_drafted) && is_flags(&refilled)
+         && is_flags(&remembered) && (!has_handed || is_flags(&handed))
+         && (!has_first || is_flags(&first)));
+    NEED(is_index(&starts) && is_index(&num_drafts) && is_index(&drafts));
+    Py_ssize_t n = is_decode.n0, n_prev = p_starts.n0;
+    NEED(n <= ROWS_LIMIT && starts.n0 == n && rows.n0 == n && remembered.n0 == n
+         && ends.n0 == n);
+    NEED(p_advance.n0 == n_prev && p_drafted.n0 == n_prev && p_proposals.n0 == n_prev
+         && (!has_counts || p_counts.n0 == n_prev));
+    same = same && n == n_prev;
+    Py_ssize_t d = 0;
+    for (Py_ssize_t i = 0; i < n; i++) d += AT(is_decode, i) != 0;
+    NEED(num_drafts.n0 == d && drafts.n0 == d && drafts.n1 == k && refilled.n0 == d);
+    NEED((!has_handed || handed.n0 == d) && (!has_last || last_short.n0 == d)
+         && (!has_first || first.n0 == d));
+    int same_width = prev_k == k && n_prev > 0;
+    NEED(!same_width || p_proposals.n1 == k);
+    Py_ssize_t j = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t row = AT(rows, i), start = AT(starts, i);
+        int decode = AT(is_decode, i) != 0;
+        if (progress) {  /* SG601: where the seq's last step left it */
+            int64_t want = AT(remembered, i) ? AT(ends, i) : -1;
+            if (n_prev > 0) {
+                Py_ssize_t at = same ? i : (row > 0 ? (Py_ssize_t)row : 0);
+                NEED(at < n_prev);
+                int64_t advance = AT(p_advance, at), begun = AT(p_starts, at);
+                NEED(is_small_track(advance) && is_small_track(begun));
+                if ((same || row >= 0) && !AT(remembered, i) && advance >= 0)
+                    want = begun + advance;
+            }
+            if (!decode && start >= 0 && start < want) want = -1;  /* a recompute */
+            CHECK(!(want >= 0 && start >= 0 && start != want));
+        }
+        if (!decode) continue;
+        /* the decode row's proposal from the previous step */
+        int64_t prev_row = same ? (int64_t)i : row;
+        Py_ssize_t at = prev_row > 0 ? (Py_ssize_t)prev_row : 0;
+        int has_proposal = prev_row >= 0 && same_width;
+        int64_t counted = k;
+        if (same_width) {
+            NEED(at < n_prev);
+            has_proposal = has_proposal && AT(p_drafted, at);
+            if (has_counts) counted = AT(p_counts, at);
+        }
+        int64_t made = has_proposal ? counted : (has_last ? AT(last_short, j) : -1);
+        int read = !AT(refilled, j);
+        int64_t wanted = whole && has_proposal && read ? made : -1;
+        int64_t real = AT(num_drafts, j);
+        int needs = !read;
+        for (Py_ssize_t c = 0; c < drafts.n1; c++) {
+            int64_t draft = AT2(drafts, j, c);
+            int is_placeholder = has_placeholder && draft == placeholder;
+            needs |= is_placeholder;
+            if (read && has_proposal && (int64_t)c < real && !is_placeholder)
+                CHECK(draft == AT2(p_proposals, at, c));  /* SG602 */
+        }
+        if (needs) CHECK(row >= 0);  /* SG603: the runner's buffers need a previous row */
+        CHECK(!(wanted >= 0 && real < wanted));  /* SG607 */
+        int64_t carried = read ? real : k;
+        CHECK(!(made >= 0 && carried > made));  /* SG660 */
+        if (has_first && AT(first, j) && real > 0 && read)  /* SG661 */
+            CHECK(has_handed && AT(handed, j));
+        j++;
+    }
+done:
+    return answer(&held, verdict);
+}
+
+/* Whether the first ``count`` ids of ``ids`` are ``reference``'s at the batch positions
+ * of its decode seqs (``decode`` set: those of ``is_decode``; else every one). */
+static int rows_follow(const Arr *reference, const Arr *is_decode, int decode,
+                       const Arr *ids) {
+    Py_ssize_t j = 0;
+    for (Py_ssize_t i = 0; i < reference->n0; i++) {
+        if (decode && !AT(*is_decode, i)) continue;
+        if (j >= ids->n0 || AT(*ids, j) != AT(*reference, i)) return 0;
+        j++;
+    }
+    return j == ids->n0;
+}
+
+/* verify_rows(batch_ids, is_decode, num_drafts, seq_ids, num_accepted, mtp_k, before,
+ *             advance): SG604 and SG605 on the verifier's rows against the step in
+ * flight; on True, each row's accepted count is folded into ``advance`` as the
+ * tracker's record_accepted does (``advance[p] = accepted + before[p]`` for the rows
+ * with 0 <= accepted <= mtp_k). Declined where the step's ids repeat: the rows are then
+ * matched by first occurrence, which numpy does. */
+static PyObject *verify_rows(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (!arity(nargs, 8, "verify_rows")) return NULL;
+    Held held = {.count = 0};
+    Verdict verdict = YES;
+    Arr batch_ids, is_decode, num_drafts, ids, accepted, before, advance;
+    int64_t k;
+    NEED(take(&held, args[0], &batch_ids, 1) && take(&held, args[1], &is_decode, 1));
+    NEED(take(&held, args[2], &num_drafts, 1) && take(&held, args[3], &ids, 1));
+    NEED(take(&held, args[4], &accepted, 1) && as_int(args[5], &k));
+    NEED(take_out(&held, args[6], &before, 1, 0) && take_out(&held, args[7], &advance, 1, 0));
+    NEED(is_index(&batch_ids) && is_flags(&is_decode) && is_index(&num_drafts)
+         && is_index(&ids) && is_index(&accepted));
+    Py_ssize_t n = batch_ids.n0;
+    NEED(n <= ROWS_LIMIT && is_decode.n0 == n && before.n0 == n && advance.n0 == n);
+    NEED(accepted.n0 == ids.n0);
+    int unique = distinct(&batch_ids);
+    NEED(unique == 1);
+    CHECK(rows_follow(&batch_ids, &is_decode, 1, &ids));  /* SG604 */
+    NEED(num_drafts.n0 == ids.n0);
+    for (Py_ssize_t j = 0; j < ids.n0; j++)
+        CHECK(AT(accepted, j) <= AT(num_drafts, j));  /* SG605 */
+    for (Py_ssize_t i = 0, j = 0; i < n; i++) {
+        if (!AT(is_decode, i)) continue;
+        int64_t count = AT(accepted, j++);
+        if (count >= 0 && count <= k) put_i64(&advance, i, 0, count + AT(before, i));
+    }
+done:
+    return answer(&held, verdict);
+}
+
+/* draft_rows(batch_ids, seq_ids, draft_token_ids, num_proposed, mtp_k, proposals,
+ *            drafted, counts): SG606 on the drafter's rows against the step in flight;
+ * on True, each row's drafts are kept as its proposal (``proposals``, ``drafted``, and
+ * ``counts`` from ``num_proposed`` where given), as the tracker's draft_rows does.
+ * Declined where the step's ids repeat, or the drafts are not one integer row of
+ * ``mtp_k`` per seq (the tracker then keeps nothing). */
+static PyObject *draft_rows(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (!arity(nargs, 8, "draft_rows")) return NULL;
+    Held held = {.count = 0};
+    Verdict verdict = YES;
+    Arr batch_ids, ids, drafts, proposed, proposals, drafted, counts;
+    int64_t k;
+    int has_proposed;
+    NEED(take(&held, args[0], &batch_ids, 1) && take(&held, args[1], &ids, 1));
+    NEED(take(&held, args[2], &drafts, 2));
+    NEED(take_optional(&held, args[3], &proposed, 1, &has_proposed) && as_int(args[4], &k));
+    NEED(take_out(&held, args[5], &proposals, 2, 0) && take_out(&held, args[6], &drafted, 1, 1));
+    NEED(take_out(&held, args[7], &counts, 1, 0));
+    NEED(is_index(&batch_ids) && is_index(&ids) && !is_flags(&drafts));
+    NEED(!has_proposed || (!is_flags(&proposed) && proposed.n0 == ids.n0));
+    Py_ssize_t n = batch_ids.n0;
+    NEED(n <= ROWS_LIMIT && drafts.n0 == ids.n0 && drafts.n1 == k);
+    NEED(proposals.n0 == n && proposals.n1 == k && drafted.n0 == n && counts.n0 == n);
+    int unique = distinct(&batch_ids);
+    NEED(unique == 1);
+    CHECK(rows_follow(&batch_ids, NULL, 0, &ids));  /* SG606 */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        for (Py_ssize_t c = 0; c < k; c++) put_i64(&proposals, i, c, AT2(drafts, i, c));
+        put_flag(&drafted, i);
+        if (has_proposed) put_i64(&counts, i, 0, AT(proposed, i));
+    }
+done:
+    return answer(&held, verdict);
+}
+
+/* id_rows(reference, ids, out): for each id its index in ``reference`` (the first, when
+ * repeated) or -1, written to ``out`` (int64, one per id), as IdLookup.rows does by
+ * sorting. True when ``ids`` are the reference itself, in order and all distinct (each
+ * row is then its own index), False otherwise; None (nothing written) for input it does
+ * not read. */
+static PyObject *id_rows(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (!arity(nargs, 3, "id_rows")) return NULL;
+    Held held = {.count = 0};
+    Verdict verdict = YES;
+    Arr reference, ids, out;
+    int64_t keys[2 * ROWS_LIMIT];
+    int32_t first[2 * ROWS_LIMIT];
+    NEED(take(&held, args[0], &reference, 1) && take(&held, args[1], &ids, 1));
+    NEED(take_out(&held, args[2], &out, 1, 0));
+    Py_ssize_t n = reference.n0, m = ids.n0;
+    NEED(n <= ROWS_LIMIT && m <= TOKENS_LIMIT && out.n0 == m);
+    int bits = 1;
+    while (((Py_ssize_t)1 << bits) < 2 * n) bits++;
+    size_t size = (size_t)1 << bits, mask = size - 1;
+    memset(first, 0xff, size * sizeof(int32_t));
+    int repeated = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t v = AT(reference, i);
+        size_t at = (size_t)(mix(v) >> (64 - bits));
+        while (first[at] >= 0 && keys[at] != v) at = (at + 1) & mask;
+        if (first[at] >= 0) {
+            repeated = 1;  /* the first index stays */
+            continue;
+        }
+        keys[at] = v;
+        first[at] = (int32_t)i;
+    }
+    int identical = !repeated && m == n && n > 0;
+    for (Py_ssize_t j = 0; j < m; j++) {
+        int64_t v = AT(ids, j), row = -1;
+        if (n > 0) {
+            size_t at = (size_t)(mix(v) >> (64 - bits));
+            while (first[at] >= 0 && keys[at] != v) at = (at + 1) & mask;
+            row = first[at];
+        }
+        identical &= row == (int64_t)j;
+        put_i64(&out, j, 0, row);
+    }
+    if (!identical) verdict = NO;
+done:
+    return answer(&held, verdict);
+}
+
+/* touch_ends(ends, seq_ids, starts, advance): SeqMemory's touch of each seq in order with
+ * its end (``start + advance``, or -1 where either is negative): the seq's entry of the
+ * ``ends`` dict is moved to the dict's end, its most recent place. True when done; None
+ * (nothing touched) for input it does not read, or where the touches would take the
+ * dict past ``room`` more entries (seqs would be forgotten: SeqMemory does that). */
+static PyObject *touch_ends(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (!arity(nargs, 5, "touch_ends")) return NULL;
+    Held held = {.count = 0};
+    Verdict verdict = YES;
+    Arr ids, starts, advance;
+    int64_t room;
+    PyObject *ends = args[0];
+    NEED(PyDict_CheckExact(ends));
+    NEED(take(&held, args[1], &ids, 1) && take(&held, args[2], &starts, 1));
+    NEED(take(&held, args[3], &advance, 1) && as_int(args[4], &room));
+    Py_ssize_t n = ids.n0;
+    NEED(starts.n0 == n && advance.n0 == n && n <= ROWS_LIMIT && (int64_t)n <= room);
+    for (Py_ssize_t i = 0; i < n; i++)
+        NEED(is_small_track(AT(starts, i)) && is_small_track(AT(advance, i)));
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t start = AT(starts, i), moved = AT(advance, i);
+        PyObject *key = PyLong_FromLongLong(AT(ids, i));
+        PyObject *end = PyLong_FromLongLong(moved >= 0 && start >= 0 ? start + moved : -1);
+        int failed = key == NULL || end == NULL;
+        if (!failed) {
+            int present = PyDict_Contains(ends, key);
+            failed = present < 0 || (present && PyDict_DelItem(ends, key) < 0)
+                || PyDict_SetItem(ends, key, end) < 0;
+        }
+        Py_XDECREF(key);
+        Py_XDECREF(end);
+        if (failed) {  /* out of memory, mid-way: an error, not a decline */
+            release_all(&held);
+            return NULL;
+        }
+    }
+done:
+    return answer(&held, verdict);
+}
+
 #define KERNEL(name, doc) {#name, (PyCFunction)(void (*)(void))name, METH_FASTCALL, doc}
 
 static PyMethodDef kernel_methods[] = {
@@ -705,6 +1047,11 @@ static PyMethodDef kernel_methods[] = {
     KERNEL(logits_rows, "The clearance of a LogitsRows."),
     KERNEL(block_tables, "SG110's answer on a clean batch's block tables."),
     KERNEL(step_transition, "The clearance of a StepTransition."),
+    KERNEL(transition, "A StepTransition's rules, derived and checked in one pass."),
+    KERNEL(verify_rows, "SG604 and SG605 on the verifier's rows; folds accepted counts in."),
+    KERNEL(draft_rows, "SG606 on the drafter's rows; keeps their proposals."),
+    KERNEL(id_rows, "Each id's first row in a reference, and whether they are the same."),
+    KERNEL(touch_ends, "SeqMemory's touch of each seq with its end, in order."),
     {NULL, NULL, 0, NULL},
 };
 

@@ -1,4 +1,4 @@
-# The compiled clearances (_kernels.c). Each answers True (every covered rule passes),
+# The compiled kernels (_kernels.c). Each clearance answers True (every covered rule passes),
 # False (some rule may fail: the rules run and explain) or None (an input it does not
 # read: the numpy clearance answers instead).
 from typing import Any
@@ -36,3 +36,23 @@ def step_transition(starts: Any, expected_starts: Any, refilled: Any, num_drafts
                     first_seen: Any, drafts_handed_over: Any, /) -> bool | None: ...
 def block_tables(block_tables: Any, context_lens: Any, block_size: int, read_middle: bool,
                  /) -> bool | None: ...
+
+# The step tracker's fused hand-overs: True only where the object the tracker would build
+# passes every rule it runs (and, for the rows, after folding them into the step's arrays,
+# which are written only then); False or None: nothing written, numpy decides.
+def transition(prev_starts: Any, prev_advance: Any, prev_drafted: Any, prev_proposals: Any,
+               prev_num_proposed: Any, prev_mtp_k: int, is_decode: Any, starts: Any,
+               num_drafts: Any, draft_token_ids: Any, draft_placeholder: int | None,
+               mtp_k: int, drafts_handed_over: Any, prev_rows: Any, same_order: bool,
+               refilled: Any, remembered: Any, ends: Any, last_short: Any, first_seen: Any,
+               progress: bool, whole: bool, /) -> bool | None: ...
+def verify_rows(batch_ids: Any, is_decode: Any, num_drafts: Any, seq_ids: Any,
+                num_accepted: Any, mtp_k: int, before: Any, advance: Any,
+                /) -> bool | None: ...
+def draft_rows(batch_ids: Any, seq_ids: Any, draft_token_ids: Any, num_proposed: Any,
+               mtp_k: int, proposals: Any, drafted: Any, counts: Any, /) -> bool | None: ...
+# Each id's first row in ``reference`` written to ``out``; True when they are the same ids.
+def id_rows(reference: Any, ids: Any, out: Any, /) -> bool | None: ...
+# SeqMemory's touch of each seq with its end; None where seqs would be forgotten.
+def touch_ends(ends: dict[int, int], seq_ids: Any, starts: Any, advance: Any, room: int,
+               /) -> bool | None: ...
