@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from specguard.contracts._core._compiled import verdict
+
 __all__ = ["SeenSeqs"]
 
 # Two odd 64-bit multipliers (Fibonacci hashing and a splitmix64 constant): multiplying
@@ -33,6 +35,7 @@ class SeenSeqs:
             raise ValueError(f"slots must be a power of two of at least 64, not {slots}")
         self._bits = np.zeros(slots, dtype=bool)
         self._shift = np.uint64(64 - (slots.bit_length() - 1))
+        self._shift_int = int(self._shift)
 
     @property
     def nbytes(self) -> int:
@@ -58,6 +61,15 @@ class SeenSeqs:
         first, second = self._slots(ids)
         unseen: np.ndarray = ~(self._bits[first] & self._bits[second])
         return unseen
+
+    def record_batch(self, ids: np.ndarray, is_decode: np.ndarray,
+                     prev_rows: np.ndarray | None, first: np.ndarray | None) -> bool:
+        """The compiled pass over one batch, where the kernels are at hand: the ids not
+        in the previous forward (``prev_rows < 0``; every id where None) are looked up,
+        into ``first`` (per decode id, when given: :meth:`unseen`, or False for an id of
+        the previous forward), then added. False where it declined: nothing written."""
+        return verdict("seen_seqs", self._bits, self._shift_int, ids, is_decode, prev_rows,
+                       first) is True
 
     def clear(self) -> None:
         """Forget every id."""

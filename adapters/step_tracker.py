@@ -389,10 +389,14 @@ class StepTracker:
                 self._sees_every_seq = False
         # Seqs of the previous forward were recorded with it: only the others are
         # looked up and recorded (none, step after step of a steady decode batch).
-        absent = links.prev_rows < 0 if links.prev_rows.shape == decode.shape \
-            else np.ones(decode.shape[0], dtype=bool)
-        first = None
-        if checked and self._sees_every_seq:
+        linked = links.prev_rows.shape == decode.shape
+        wanted = checked and self._sees_every_seq
+        first = np.zeros(int(_count_nonzero(decode)), dtype=bool) if wanted else None
+        if self._seen.record_batch(plan.seq_ids, decode, links.prev_rows if linked else None,
+                                   first):
+            return first
+        absent = links.prev_rows < 0 if linked else np.ones(decode.shape[0], dtype=bool)
+        if wanted:
             first = np.zeros(int(_count_nonzero(decode)), dtype=bool)
             rows = absent[decode].nonzero()[0]
             if rows.shape[0]:

@@ -1038,6 +1038,58 @@ done:
     return answer(&held, verdict);
 }
 
+/* seen_seqs(bits, shift, seq_ids, is_decode, prev_rows, first): the step tracker's
+ * SeenSeqs over one batch. The seqs absent from the previous forward (``prev_rows[i] <
+ * 0``; every seq where ``prev_rows`` is None) are looked up and then recorded in the
+ * Bloom filter ``bits`` (one flag per slot, a power of two of them; each id's two slots
+ * are the top bits of its uint64 products with the two multipliers, ``>> shift``); where
+ * ``first`` is given (bool, one per decode seq) it is set to whether each decode seq was
+ * certainly never recorded before this batch (False for the seqs of the previous
+ * forward). True when done; None (nothing written) for input it does not read. */
+static PyObject *seen_seqs(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (!arity(nargs, 6, "seen_seqs")) return NULL;
+    Held held = {.count = 0};
+    Verdict verdict = YES;
+    Arr bits, ids, is_decode, prev_rows, first;
+    int64_t shift;
+    int has_rows, has_first;
+    NEED(take_out(&held, args[0], &bits, 1, 1) && as_int(args[1], &shift));
+    NEED(take(&held, args[2], &ids, 1) && take(&held, args[3], &is_decode, 1));
+    NEED(take_optional(&held, args[4], &prev_rows, 1, &has_rows));
+    has_first = args[5] != Py_None;
+    NEED(!has_first || take_out(&held, args[5], &first, 1, 1));
+    Py_ssize_t n = ids.n0, slots = bits.n0;
+    NEED(n <= ROWS_LIMIT && is_flags(&is_decode) && is_decode.n0 == n);
+    NEED(!has_rows || prev_rows.n0 == n);
+    NEED(shift >= 1 && shift <= 63 && slots == ((Py_ssize_t)1 << (64 - shift)));
+    Py_ssize_t d = 0;
+    for (Py_ssize_t i = 0; i < n; i++) d += AT(is_decode, i) != 0;
+    NEED(!has_first || first.n0 == d);
+    const uint64_t m1 = 0x9E3779B97F4A7C15ULL, m2 = 0xBF58476D1CE4E5B9ULL;
+    char *flags = (char *)bits.buf;
+    if (has_first) {  /* every lookup before any record: a repeated id is new twice */
+        for (Py_ssize_t i = 0, j = 0; i < n; i++) {
+            if (!AT(is_decode, i)) continue;
+            int unseen = 0;
+            if (!has_rows || AT(prev_rows, i) < 0) {
+                uint64_t key = (uint64_t)AT(ids, i);
+                unseen = !(flags[((key * m1) >> shift) * bits.s0]
+                           && flags[((key * m2) >> shift) * bits.s0]);
+            }
+            *((char *)first.buf + j * first.s0) = (char)unseen;
+            j++;
+        }
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (has_rows && AT(prev_rows, i) >= 0) continue;
+        uint64_t key = (uint64_t)AT(ids, i);
+        flags[((key * m1) >> shift) * bits.s0] = 1;
+        flags[((key * m2) >> shift) * bits.s0] = 1;
+    }
+done:
+    return answer(&held, verdict);
+}
+
 #define KERNEL(name, doc) {#name, (PyCFunction)(void (*)(void))name, METH_FASTCALL, doc}
 
 static PyMethodDef kernel_methods[] = {
@@ -1056,6 +1108,7 @@ static PyMethodDef kernel_methods[] = {
     KERNEL(draft_rows, "SG606 on the drafter's rows; keeps their proposals."),
     KERNEL(id_rows, "Each id's first row in a reference, and whether they are the same."),
     KERNEL(touch_ends, "SeqMemory's touch of each seq with its end, in order."),
+    KERNEL(seen_seqs, "The tracker's SeenSeqs over one batch: looked up, then recorded."),
     {NULL, NULL, 0, NULL},
 };
 

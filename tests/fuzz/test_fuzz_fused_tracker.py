@@ -276,3 +276,33 @@ def test_the_compiled_touch_leaves_the_memory_the_python_touch_does(
         assert compiled._ends == dict((seq, seq * 10) for seq in known)
     else:
         assert list(compiled._ends.items()) == list(plain._ends.items())
+
+
+@settings(max_examples=max(settings().max_examples, 300))
+@given(batches=st.lists(st.tuples(
+    st.lists(st.tuples(st.integers(-3, 40) | st.sampled_from([2**40, -(2**62)]),
+                       st.booleans(), st.integers(-1, 3)), max_size=8),
+    st.booleans(), st.booleans()), max_size=5), dtype=st.sampled_from([np.int64, np.int32]))
+def test_the_compiled_seen_seqs_pass_is_the_numpy_one(batches: list[Any], dtype: Any) -> None:
+    """The filter's lookups before its records, only the seqs absent from the previous
+    forward, on a filter small enough for ids to share slots."""
+    require("compiled")
+    from specguard.adapters._seen_seqs import SeenSeqs
+
+    compiled, plain = SeenSeqs(64), SeenSeqs(64)
+    for rows, linked, wanted in batches:
+        with np.errstate(over="ignore"):
+            ids = np.array([r[0] for r in rows], dtype=np.int64).astype(dtype)
+        decode = np.array([r[1] for r in rows], dtype=bool)
+        prev_rows = np.array([r[2] for r in rows], dtype=np.int64) if linked else None
+        d = int(decode.sum())
+        first = np.ones(d, dtype=bool) if wanted else None
+        assert compiled.record_batch(ids, decode, prev_rows, first)
+        absent = prev_rows < 0 if prev_rows is not None else np.ones(len(rows), dtype=bool)
+        expected = np.zeros(d, dtype=bool)
+        at = absent[decode].nonzero()[0]
+        expected[at] = plain.unseen(ids[decode][at])
+        plain.add(ids[absent])
+        if first is not None:
+            assert first.tolist() == expected.tolist()
+        assert compiled._bits.tolist() == plain._bits.tolist()

@@ -45,7 +45,8 @@ _ARGUMENT = _array() | _SCALARS
 _KERNELS = {"unique_ids": 1, "scheduled_batch": 14, "model_input": 11, "drafter_input": 10,
             "verify_output": 5, "drafter_output": 5, "request_output": 8, "logits_rows": 6,
             "block_tables": 4, "step_transition": 15, "transition": 22, "verify_rows": 8,
-            "draft_rows": 8, "id_rows": 3, "touch_ends": 5}
+            "draft_rows": 8, "id_rows": 3, "touch_ends": 5,
+            "seen_seqs": 6}
 
 
 @pytest.mark.parametrize("name", sorted(_KERNELS))
