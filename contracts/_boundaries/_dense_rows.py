@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import operator
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -23,7 +24,7 @@ from specguard.contracts._core._dims import DIMENSIONS
 from specguard.contracts._core._registry import Boundary
 from specguard.contracts._core._violation import Finding
 
-__all__ = ["dense_from_mapping", "dense_from_rows", "row_mapping"]
+__all__ = ["dense_from_mapping", "dense_from_rows", "draft_row", "row_mapping"]
 
 # Seq ids name requests, not tokens: engines hand out 64-bit ids whatever the token width.
 _SEQ_ID_DTYPE = np.dtype(np.int64)
@@ -156,10 +157,33 @@ def _ids_or_none(raw: object, dtype: np.dtype[Any]) -> np.ndarray | None:
         array = np.asarray(raw)
     except (TypeError, ValueError, OverflowError, RuntimeError):
         return None
+    if array.dtype.kind in "fO" and type(raw) is list:
+        # numpy promotes a list mixing ints with numpy's uint64 scalars to float64, and
+        # keeps other integer-like entries as objects: each entry is read as an index
+        # instead (as the engine views read lists), refusing floats, strings and None.
+        exact = _indices(raw)
+        if exact is None:
+            return None
+        array = exact
     is_ids = array.size == 0 or np.issubdtype(array.dtype, np.integer)
     if array.ndim != 1 or not is_ids or not _fits(array, dtype):
         return None
     return array.astype(np.int64)
+
+
+def draft_row(raw: object) -> np.ndarray | None:
+    """One seq's drafts as ``DraftTokens.from_mapping`` reads them: 1-D int64 ids that fit
+    int64, or None when they are not (what an engine view's fast reading must agree with)."""
+    return _ids_or_none(raw, np.dtype(np.int64))
+
+
+def _indices(values: list[Any]) -> np.ndarray | None:
+    """The entries of ``values`` by ``operator.index`` as int64, or None when one refuses
+    (a float, a string, None, an int past int64, a hostile ``__index__``)."""
+    try:
+        return np.array([operator.index(v) for v in values], dtype=np.int64)
+    except Exception:  # an entry's own __index__ may raise anything
+        return None
 
 
 def _fill_rows(

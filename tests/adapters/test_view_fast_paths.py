@@ -19,6 +19,7 @@ from specguard.adapters import AtomView, StepTracker, VllmView
 from specguard.adapters.engines.atom import view as atom_view
 from specguard.adapters.engines.vllm import _readers as vllm_readers
 from specguard.adapters.engines.vllm._drafts import dense_drafts
+from specguard.contracts._boundaries._dense_rows import draft_row
 from specguard.contracts.ops import is_int
 
 K = 3
@@ -204,13 +205,10 @@ def _dense_one_by_one(order, drafts, mtp_k):
         return decode, None
     if not lists:
         return decode, np.zeros((0, mtp_k), dtype=np.int64)
-    try:
-        rows = np.array(lists)
-    except (TypeError, ValueError, OverflowError):
+    rows = [draft_row(listed) for listed in lists]  # DraftTokens.from_mapping's reading
+    if any(row is None or row.shape != (mtp_k,) for row in rows):
         return decode, None
-    if rows.dtype.kind != "i" or rows.shape != (len(lists), mtp_k):
-        return decode, None
-    return decode, rows.astype(np.int64)
+    return decode, np.stack(rows)
 
 
 @given(drafts=st.dictionaries(st.sampled_from(["a", "b", "c", "x"]), st.one_of(

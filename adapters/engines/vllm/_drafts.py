@@ -20,6 +20,7 @@ import numpy as np
 from specguard.adapters._build import build
 from specguard.adapters._packing import pack_int64
 from specguard.contracts import DeliveryContext, DraftTokens
+from specguard.contracts._boundaries._dense_rows import draft_row
 from specguard.contracts.ops import PLACEHOLDER, is_int
 
 __all__ = ["PLACEHOLDER", "dense_drafts", "draft_tokens", "listed_rows"]
@@ -101,14 +102,15 @@ def _dense(lists: list[Any], mtp_k: int) -> np.ndarray | None:
 
 
 def _by_numpy(lists: list[Any], mtp_k: int) -> np.ndarray | None:
-    """:func:`_dense` by ``np.array``'s own discovery of the lists' shape and dtype."""
-    try:
-        rows = np.array(lists)
-    except (TypeError, ValueError, OverflowError):
-        return None
-    if rows.dtype.kind != "i" or rows.shape != (len(lists), mtp_k):
-        return None
-    return rows.astype(np.int64, copy=False)
+    """:func:`_dense` list by list, as ``DraftTokens.from_mapping`` reads a seq's drafts
+    (numpy's discovery of each list's dtype: a list of bools is no ids)."""
+    rows = np.empty((len(lists), mtp_k), dtype=np.int64)
+    for i, listed in enumerate(lists):
+        row = draft_row(listed)
+        if row is None or row.shape != (mtp_k,):
+            return None
+        rows[i] = row
+    return rows
 
 
 def _real(drafts: Any, placeholders: bool) -> Any:
