@@ -205,9 +205,12 @@ def _dense_one_by_one(order, drafts, mtp_k):
         return decode, None
     if not lists:
         return decode, np.zeros((0, mtp_k), dtype=np.int64)
-    rows = [draft_row(listed) for listed in lists]  # DraftTokens.from_mapping's reading
-    if any(row is None or row.shape != (mtp_k,) for row in rows):
-        return decode, None
+    rows = []
+    for listed in lists:  # DraftTokens.from_mapping's reading of each seq's drafts
+        row = draft_row(listed)
+        if row is None or row.shape != (mtp_k,):
+            return decode, None
+        rows.append(row)
     return decode, np.stack(rows)
 
 
