@@ -34,8 +34,7 @@ class SeenSeqs:
         if slots < 64 or slots & (slots - 1):
             raise ValueError(f"slots must be a power of two of at least 64, not {slots}")
         self._bits = np.zeros(slots, dtype=bool)
-        self._shift = np.uint64(64 - (slots.bit_length() - 1))
-        self._shift_int = int(self._shift)
+        self._shift = 64 - (slots.bit_length() - 1)  # the top bits of a product index it
 
     @property
     def nbytes(self) -> int:
@@ -45,7 +44,8 @@ class SeenSeqs:
     def _slots(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         keys = ids.astype(np.uint64)  # negative ids wrap: still one slot pair per id
         first, second = _MULTIPLIERS
-        return (keys * first) >> self._shift, (keys * second) >> self._shift
+        shift = np.uint64(self._shift)
+        return (keys * first) >> shift, (keys * second) >> shift
 
     def add(self, ids: np.ndarray) -> None:
         """Remember ``ids`` (any integer array)."""
@@ -68,7 +68,7 @@ class SeenSeqs:
         in the previous forward (``prev_rows < 0``; every id where None) are looked up,
         into ``first`` (per decode id, when given: :meth:`unseen`, or False for an id of
         the previous forward), then added. False where it declined: nothing written."""
-        return verdict("seen_seqs", self._bits, self._shift_int, ids, is_decode, prev_rows,
+        return verdict("seen_seqs", self._bits, self._shift, ids, is_decode, prev_rows,
                        first) is True
 
     def clear(self) -> None:

@@ -396,8 +396,7 @@ class StepTracker:
                                    first):
             return first
         absent = links.prev_rows < 0 if linked else np.ones(decode.shape[0], dtype=bool)
-        if wanted:
-            first = np.zeros(int(_count_nonzero(decode)), dtype=bool)
+        if first is not None:  # a declined kernel wrote nothing: still all False
             rows = absent[decode].nonzero()[0]
             if rows.shape[0]:
                 first[rows] = self._seen.unseen(plan.seq_ids[decode][rows])

@@ -83,11 +83,12 @@ static Loader loader_of(const Py_buffer *view) {
     }
 }
 
-/* Read ``obj`` as an array of ``ndim`` axes (1 or 2). 1 when it can, 0 when not. */
-static int take(Held *held, PyObject *obj, Arr *arr, int ndim) {
+/* Read ``obj`` as an array of ``ndim`` axes (1 or 2) through a buffer of ``flags``
+ * (read-only, or writable for the tracker's own arrays). 1 when it can, 0 when not. */
+static int take_as(Held *held, PyObject *obj, Arr *arr, int ndim, int flags) {
     if (held->count >= MAX_HELD) return 0;
     Py_buffer *view = &held->views[held->count];
-    if (PyObject_GetBuffer(obj, view, PyBUF_RECORDS_RO) < 0) {
+    if (PyObject_GetBuffer(obj, view, flags) < 0) {
         PyErr_Clear();
         return 0;
     }
@@ -101,6 +102,10 @@ static int take(Held *held, PyObject *obj, Arr *arr, int ndim) {
     arr->s1 = ndim == 2 ? view->strides[1] : 0;
     arr->width = arr->load == load_i64 ? 8 : arr->load == load_i32 ? 4 : 0;
     return 1;
+}
+
+static int take(Held *held, PyObject *obj, Arr *arr, int ndim) {
+    return take_as(held, obj, arr, ndim, PyBUF_RECORDS_RO);
 }
 
 /* Whether ``a``'s elements lie one after the other (1-D, or 2-D in C order), so that a
@@ -734,23 +739,8 @@ static int is_small_track(int64_t v) { return v > -TRACK_LIMIT && v < TRACK_LIMI
 
 /* A writable array of the tracker's own (int64, or bool with ``flags``), to fill in. */
 static int take_out(Held *held, PyObject *obj, Arr *arr, int ndim, int flags) {
-    if (held->count >= MAX_HELD) return 0;
-    Py_buffer *view = &held->views[held->count];
-    if (PyObject_GetBuffer(obj, view, PyBUF_RECORDS) < 0) {
-        PyErr_Clear();
-        return 0;
-    }
-    held->count++;
-    if (view->ndim != ndim || (arr->load = loader_of(view)) == NULL) return 0;
-    if (flags ? arr->load != load_bool : arr->load != load_i64) return 0;
-    arr->buf = (const char *)view->buf;
-    arr->ndim = ndim;
-    arr->n0 = view->shape[0];
-    arr->s0 = view->strides[0];
-    arr->n1 = ndim == 2 ? view->shape[1] : 1;
-    arr->s1 = ndim == 2 ? view->strides[1] : 0;
-    arr->width = flags ? 0 : 8;
-    return 1;
+    return take_as(held, obj, arr, ndim, PyBUF_RECORDS)
+        && (flags ? arr->load == load_bool : arr->load == load_i64);
 }
 
 static void put_i64(const Arr *a, Py_ssize_t i, Py_ssize_t j, int64_t v) {
