@@ -72,6 +72,7 @@ from specguard.contracts import (
     current_config,
 )
 from specguard.contracts._core._numpy_calls import count_nonzero as _count_nonzero
+from specguard.contracts._core._numpy_calls import minimum_of as _minimum
 
 __all__ = ["StepLinks", "StepPlan", "StepState", "StepTracker"]
 
@@ -232,11 +233,13 @@ class StepTracker:
         if counts is None or not _count_nonzero(drafted):
             return
         counts = np.asarray(counts)
+        short = self._short_proposals
+        if not short and (not counts.shape[0] or _minimum(counts, None) >= state.mtp_k):
+            return  # every proposal whole, none short before: nothing to note or forget
         ids = np.asarray(state.seq_ids)
         # Decode rows only: a prefill row short of mtp_k is a chunk in the middle of its
         # prompt (no proposal at all), whose next step is another chunk, not a decode.
         short_rows = drafted & (counts < state.mtp_k) & np.asarray(state.is_decode)
-        short = self._short_proposals
         if short:
             whole = ids[drafted & (counts >= state.mtp_k)]
             keys = np.fromiter(short, dtype=np.int64, count=len(short))

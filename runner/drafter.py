@@ -93,22 +93,23 @@ def draft_step_input(first: contracts.DrafterInput, step: int, token_ids: torch.
     step's positions and attention metadata (:func:`draft_step_metadata`'s, unless given)."""
     if metadata is None:
         metadata = draft_step_metadata(first, step)
-    rows = _row_offsets(metadata.positions.shape[0], metadata.positions.dtype,
-                        metadata.positions.device)
-    count = rows.shape[0] - 1
+    count = metadata.positions.shape[0]
+    rows, picks = _row_offsets(count, metadata.positions.dtype, metadata.positions.device)
     return CLOCK.build(
         contracts.DrafterInput, vocab_size=first.vocab_size, num_tokens=count,
         seq_ids=first.seq_ids, input_ids=token_ids, positions=metadata.positions,
-        query_start_loc=rows, sample_indices=rows[:-1], seq_lens=metadata.seq_lens,
+        query_start_loc=rows, sample_indices=picks, seq_lens=metadata.seq_lens,
         max_seq_len=metadata.max_seq_len, draft_step=step)
 
 
 @functools.lru_cache(maxsize=64)
-def _row_offsets(count: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-    """``0 .. count``: a draft step's span offsets (one token per seq) and, without its
+def _row_offsets(count: int, dtype: torch.dtype, device: torch.device
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
+    """``0 .. count``: a draft step's span offsets (one token per seq), and without its
     last entry, its sample indices. The same few batch sizes recur step after step, and
-    nothing writes to these, so each is made once."""
-    return torch.arange(count + 1, dtype=dtype, device=device)
+    nothing writes to these, so each pair is made once."""
+    rows = torch.arange(count + 1, dtype=dtype, device=device)
+    return rows, rows[:-1]
 
 
 def context_offsets(metadata: DraftStep) -> torch.Tensor:

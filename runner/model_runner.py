@@ -16,7 +16,7 @@ Seqs are matched to the previous forward by id, never by position.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 import torch
@@ -71,6 +71,17 @@ class _InFlight:
         trace = CLOCK.checking(self.trace.to_host, drafts) if self.trace is not None else None
         return StepResult(self.seq_ids, sampled, drafts, self.is_decode, self.num_drafts,
                           self.num_proposed, trace)
+
+
+class _LogitsLayout(NamedTuple):
+    """Which logits rows the sampler reads, decided on the host before the forward."""
+
+    finals: np.ndarray
+    """Batch positions of the prefill seqs that sample (one row each, after the spans)."""
+    sampling: np.ndarray
+    """Batch positions of every seq that samples, in logits order: decode, then finals."""
+    bans: BanLayout
+    """The banned-token bitmask's rows for them."""
 
 
 @dataclass(frozen=True)
@@ -149,11 +160,12 @@ class ModelRunner:
         self.num_forwards += 1
         decode = self._decode_layout(scheduled)
         model_input = self._model_input(scheduled, decode)
+        logits = self._logits_layout(scheduled, decode)
         positions = _tensor(model_input.positions)
         groups = self._attention_groups(scheduled, decode, positions)
         hidden = self.model.forward(_tensor(model_input.input_ids), positions,
                                     _tensor(model_input.slot_mapping), groups, self.cache)
-        sampled = self._sample(scheduled, decode, model_input, hidden)
+        sampled = self._sample(scheduled, decode, model_input, hidden, logits)
         backup = torch.as_tensor(scheduled.backup_token_ids, dtype=_I64, device=self.device)
         next_tokens = next_token_ids(sampled.tokens, backup, self.fault)
         inputs = drafter_input(model_input=model_input, next_tokens=next_tokens,
@@ -166,14 +178,21 @@ class ModelRunner:
                 inputs, hidden, torch.as_tensor(num_proposed, device=self.device))
         else:
             drafts = self.drafter.skipped(inputs)
-        trace = (CLOCK.checking(self._trace, scheduled, decode, model_input, sampled, drafts,
-                                num_proposed) if self.relations and recording() else None)
         previous = self._in_flight
-        self._in_flight = _InFlight(scheduled.seq_ids.copy(), scheduled.is_decode.copy(),
+        # The previous forward's outputs first: their copy to the host is engine work in
+        # every mode, and the trace's reads of this forward's tensors follow it through
+        # conversion code it has just run.
+        outputs = previous.to_host() if previous is not None else None
+        # The step's own copies (the scheduler reuses its arrays), which the trace shares.
+        seq_ids, is_decode = scheduled.seq_ids.copy(), scheduled.is_decode.copy()
+        trace = (CLOCK.checking(self._trace, scheduled, decode, model_input, sampled, drafts,
+                                num_proposed, seq_ids, is_decode)
+                 if self.relations and recording() else None)
+        self._in_flight = _InFlight(seq_ids, is_decode,
                                     sampled.num_drafts, sampled.tokens, next_tokens,
                                     sampled.num_rejected, _tensor(drafts.draft_token_ids),
                                     num_proposed, trace)
-        return previous.to_host() if previous is not None else None
+        return outputs
 
     def _num_proposed(self, batch: SchedulerOutput) -> np.ndarray:
         """Drafts the drafter proposes per row, decided on the host: ``mtp_k`` for a row
@@ -384,23 +403,33 @@ class ModelRunner:
 
     # -- outputs -----------------------------------------------------------------------
 
+    def _logits_layout(self, batch: SchedulerOutput, decode: _DecodeLayout) -> _LogitsLayout:
+        """The logits rows the sampler will read, decided on the host before the forward
+        (as vLLM's runner prepares its logits indices and the grammar bitmask's rows):
+        each decode seq's span, then one row per prefill that samples; the rows the
+        banned-token bitmask holds for each. Handed over (LogitsRows) here, before the
+        forward: a layout that breaks the contract stops the step before it runs."""
+        finals = np.flatnonzero(~batch.is_decode & batch.samples)
+        sampling = np.concatenate([decode.positions, finals])
+        bans = self.token_bans.layout(batch.seq_ids[sampling], batch.is_decode[sampling],
+                                      batch.num_scheduled_tokens[sampling])
+        num_logits = decode.count * (self.mtp_k + 1) + finals.shape[0]
+        self._logits_rows(batch, decode, sampling, num_logits, bans)
+        return _LogitsLayout(finals, sampling, bans)
+
     def _sample(
         self, batch: SchedulerOutput, decode: _DecodeLayout,
-        model_input: contracts.ModelInput, hidden: torch.Tensor,
+        model_input: contracts.ModelInput, hidden: torch.Tensor, layout: _LogitsLayout,
     ) -> _Sampled:
         """Greedy tokens per seq, ``[num_seqs, width]`` with -1 padding (vLLM's layout:
         width ``mtp_k + 1`` when any seq decodes, else 1), rejected drafts per seq, and
         the real drafts each decode row was verified with (host)."""
         device, k = self.device, self.mtp_k
         num_seqs = batch.seq_ids.shape[0]
+        finals, sampling, bans = layout
         ends = np.cumsum(batch.num_scheduled_tokens, dtype=np.int64)
-        finals = np.flatnonzero(~batch.is_decode & batch.samples)
         rows = torch.cat([decode.token_index.reshape(-1),
                           torch.as_tensor(ends[finals] - 1, dtype=_I64, device=device)])
-        sampling = np.concatenate([decode.positions, finals])
-        bans = self.token_bans.layout(batch.seq_ids[sampling], batch.is_decode[sampling],
-                                      batch.num_scheduled_tokens[sampling])
-        self._logits_rows(batch, decode, finals, int(rows.shape[0]), bans)
         logits = self.model.logits(hidden[rows])
         # Each decode seq samples its whole span (mtp_k + 1 rows), a prefill one row.
         apply_bans(logits, bans, np.where(batch.is_decode[sampling], k + 1, 1))
@@ -427,14 +456,13 @@ class ModelRunner:
         return _Sampled(sampled, num_rejected, num_drafts, verified)
 
     @staticmethod
-    def _logits_rows(batch: SchedulerOutput, decode: _DecodeLayout, finals: np.ndarray,
+    def _logits_rows(batch: SchedulerOutput, decode: _DecodeLayout, sampling: np.ndarray,
                      num_logits: int, bans: BanLayout) -> None:
         """The logits rows the verifier and the sampler read: each decode seq's span
         (one row per scheduled draft plus one), then one row per prefill that samples;
         and the rows the banned-token bitmask holds for each of them."""
         if contracts.current_config().mode is contracts.Mode.OFF:
             return
-        sampling = np.concatenate([decode.positions, finals])
         drafts = np.zeros(sampling.shape[0], dtype=np.int64)
         drafts[:decode.count] = batch.num_scheduled_tokens[decode.positions] - 1
         CLOCK.build(contracts.LogitsRows, num_logits=num_logits, num_rows=bans.num_rows,
@@ -443,12 +471,14 @@ class ModelRunner:
 
     def _trace(self, batch: SchedulerOutput, decode: _DecodeLayout,
                model_input: contracts.ModelInput, sampled: _Sampled,
-               drafts: contracts.DrafterOutput, num_proposed: np.ndarray) -> PendingTrace:
-        """What the step tracker needs of this forward, read from what it really used."""
+               drafts: contracts.DrafterOutput, num_proposed: np.ndarray,
+               seq_ids: np.ndarray, is_decode: np.ndarray) -> PendingTrace:
+        """What the step tracker needs of this forward, read from what it really used
+        (``seq_ids`` and ``is_decode``: the step's own copies of the batch's)."""
         verified = sampled.verified
         fields: dict[str, Any] = {
-            "step": self.num_forwards, "mtp_k": self.mtp_k, "seq_ids": batch.seq_ids.copy(),
-            "is_decode": batch.is_decode.copy(),
+            "step": self.num_forwards, "mtp_k": self.mtp_k, "seq_ids": seq_ids,
+            "is_decode": is_decode,
             "num_scheduled": batch.num_scheduled_tokens.copy(),
             "num_drafts": sampled.num_drafts[decode.positions],
             "draft_placeholder": batch.draft_placeholder, "num_proposed": num_proposed,
