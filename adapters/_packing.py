@@ -1,5 +1,8 @@
 """Python integers packed into an int64 vector in one C-level pass.
 
+:func:`exact_ints` reads plain ints (and lists of them) where they lie, in the compiled
+kernels; :func:`pack_int64` reads anything ``operator.index`` reads, through ``struct``.
+
 An engine hands its ids and counts over as Python lists. ``struct`` packs a list of
 integers into machine words about twice as fast as ``array("q")`` and three times as fast
 as ``np.array`` (which first discovers the shape and dtype), and, like ``array("q")``, it
@@ -15,7 +18,9 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["pack_int64"]
+from specguard.contracts._core._compiled import exact_ints
+
+__all__ = ["exact_ints", "pack_int64"]
 
 
 def pack_int64(values: Iterable[Any], count: int) -> np.ndarray | None:
@@ -33,3 +38,4 @@ def pack_int64(values: Iterable[Any], count: int) -> np.ndarray | None:
     except Exception:  # an entry's own __index__ may raise anything
         return None  # the caller's general reading names what is wrong, as a violation
     return packed
+

@@ -33,17 +33,19 @@ def _drafts_valid(b: Any) -> bool:
     return not _count_nonzero((drafts != placeholder) & ((drafts < 0) | (drafts >= vocab)))
 
 
+def _compiled_batch(b: Any) -> bool | None:
+    return verdict(
+        "scheduled_batch", b.seq_ids, b.is_decode, b.num_scheduled_tokens, b.context_lens,
+        int(b.mtp_k), int(b.num_tokens), int(b.num_decode), b.draft_token_ids,
+        int(b.vocab_size), int_or_none(b.draft_placeholder), b.num_drafts, b.token_ids,
+        b.state_slots, b.draft_seq_ids)
+
+
 @clearance("ScheduledBatch", covers=("SG010", "SG103", "SG106", "SG107", "SG108", "SG109",
-                                     "SG111", "SG112", "SG113", "SG115"))
+                                     "SG111", "SG112", "SG113", "SG115"),
+           compiled=_compiled_batch)
 def _clear(b: Any) -> bool:
     ids, flags, counts, context = b.seq_ids, b.is_decode, b.num_scheduled_tokens, b.context_lens
-    found = verdict(
-        "scheduled_batch", ids, flags, counts, context, int(b.mtp_k), int(b.num_tokens),
-        int(b.num_decode), b.draft_token_ids, int(b.vocab_size),
-        int_or_none(b.draft_placeholder), b.num_drafts, b.token_ids, b.state_slots,
-        b.draft_seq_ids)
-    if found is not None:
-        return found
     n, width, total = ids.shape[0], int(b.mtp_k) + 1, int(b.num_tokens)
     decoding = int(_count_nonzero(flags))
     if decoding != b.num_decode or (n and not unique_non_negative(ids)):
@@ -71,13 +73,15 @@ def _clear(b: Any) -> bool:
                 (ids if decoding == n else ids[flags]) != owners)))
 
 
-@clearance("DraftTokens", covers=("SG010", "SG108", "SG109"))
+def _compiled_draft_tokens(d: Any) -> bool | None:
+    # The same three answers as a DrafterOutput's, so the same compiled pass.
+    return verdict("drafter_output", d.seq_ids, d.draft_token_ids, int(d.vocab_size),
+                   d.num_drafts, int(d.mtp_k))
+
+
+@clearance("DraftTokens", covers=("SG010", "SG108", "SG109"), compiled=_compiled_draft_tokens)
 def _clear_draft_tokens(d: Any) -> bool:
-    """The scheduler's draft rows: unique owners, vocabulary ids, counts within mtp_k.
-    The same three answers as a DrafterOutput's, so the same compiled pass."""
+    """The scheduler's draft rows: unique owners, vocabulary ids, counts within mtp_k."""
     ids, drafts, counts, mtp_k = d.seq_ids, d.draft_token_ids, d.num_drafts, int(d.mtp_k)
-    found = verdict("drafter_output", ids, drafts, int(d.vocab_size), counts, mtp_k)
-    if found is not None:
-        return found
     return (unique_non_negative(ids) and all_within(drafts, int(d.vocab_size))  # SG010, SG108
             and all_within(counts, mtp_k + 1))  # SG109

@@ -19,6 +19,7 @@ import numpy as np
 
 from specguard.contracts._boundaries._id_index import positions_of
 from specguard.contracts._core._arrays import describe, short_repr
+from specguard.contracts._core._compiled import exact_ints
 from specguard.contracts._core._delivery import report
 from specguard.contracts._core._dims import DIMENSIONS
 from specguard.contracts._core._registry import Boundary
@@ -216,6 +217,9 @@ def _positions(ids: np.ndarray, keys: list[Any]) -> np.ndarray | None:
     exactly one decode seq (duplicates, strangers and odd keys take the reporting path)."""
     if not keys:
         return positions_of(ids, np.zeros(0, dtype=np.int64))
+    exact = exact_ints(keys)  # plain ints within int64, read where they lie: no bool
+    if exact is not None:
+        return positions_of(ids, exact)
     try:  # one C-level pass: the dtype says whether every key is an int within int64
         wanted = np.array(keys)
     except (TypeError, ValueError, OverflowError):
@@ -242,8 +246,10 @@ def _stack(values: list[Any], width: int, dtype: np.dtype[Any]
     if not values:
         return np.zeros((0, 0), dtype=dtype), np.zeros(0, dtype=np.intp)
     try:
-        found = _stack_arrays(values) if type(values[0]) is np.ndarray \
-            else _stack_runs(values)
+        found = _stack_lists(values) if type(values[0]) is list else None
+        if found is None:
+            found = _stack_arrays(values) if type(values[0]) is np.ndarray \
+                else _stack_runs(values)
     except (TypeError, ValueError, OverflowError, RuntimeError):
         return None
     if found is None:
@@ -254,6 +260,17 @@ def _stack(values: list[Any], width: int, dtype: np.dtype[Any]
     if stacked.size and (stacked.dtype.kind not in "iu" or not _fits(stacked, dtype)):
         return None
     return stacked, lengths
+
+
+def _stack_lists(values: list[Any]) -> tuple[np.ndarray, np.ndarray] | None:
+    """Lists of plain ints, all of one length: read where they lie in one compiled pass
+    (None for anything else, which numpy's discovery below reads)."""
+    length = len(values[0])
+    stacked = exact_ints(values, length) if length else None
+    if stacked is None:
+        return None
+    return (stacked.reshape(len(values), length),
+            np.full(len(values), length, dtype=np.intp))
 
 
 def _stack_arrays(values: list[Any]) -> tuple[np.ndarray, np.ndarray] | None:

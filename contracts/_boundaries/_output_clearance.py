@@ -37,42 +37,45 @@ def _prefix_layout(tokens: np.ndarray, real: np.ndarray, vocab: int) -> bool:
     return not _count_nonzero((tokens != _NONE) != real)
 
 
-@clearance("VerifyOutput", covers=("SG010", "SG201", "SG202"))
+def _compiled_verify_output(out: Any) -> bool | None:
+    return verdict("verify_output", out.seq_ids, out.num_accepted, int(out.mtp_k),
+                   out.token_ids, int(out.vocab_size))
+
+
+@clearance("VerifyOutput", covers=("SG010", "SG201", "SG202"), compiled=_compiled_verify_output)
 def _clear_verify_output(out: Any) -> bool:
     accepted, width = out.num_accepted, int(out.mtp_k) + 1
-    found = verdict(
-        "verify_output", out.seq_ids, accepted, width - 1, out.token_ids,
-        int(out.vocab_size))
-    if found is not None:
-        return found
     if not unique_non_negative(out.seq_ids) or not all_within(accepted, width):
         return False  # SG010, SG201
     real = np.arange(width)[None, :] <= accepted[:, None]
     return _prefix_layout(out.token_ids, real, int(out.vocab_size))  # SG202
 
 
-@clearance("DrafterOutput", covers=("SG010", "SG108", "SG116"))
+def _compiled_drafter_output(out: Any) -> bool | None:
+    return verdict("drafter_output", out.seq_ids, out.draft_token_ids, int(out.vocab_size),
+                   out.num_proposed, int(out.mtp_k))
+
+
+@clearance("DrafterOutput", covers=("SG010", "SG108", "SG116"),
+           compiled=_compiled_drafter_output)
 def _clear_drafter_output(out: Any) -> bool:
     counts = out.num_proposed
-    found = verdict(
-        "drafter_output", out.seq_ids, out.draft_token_ids, int(out.vocab_size), counts,
-        int(out.mtp_k))
-    if found is not None:
-        return found
     return (unique_non_negative(out.seq_ids)
             and all_within(out.draft_token_ids, int(out.vocab_size))  # SG108
             and (counts is None or all_within(counts, int(out.mtp_k) + 1)))  # SG116
 
 
-@clearance("RequestOutput", covers=("SG010", "SG401", "SG402", "SG403", "SG404"))
+def _compiled_request_output(out: Any) -> bool | None:
+    return verdict("request_output", out.seq_ids, out.token_ids, out.num_emitted,
+                   out.num_generated, out.stop_token_ids, int(out.vocab_size),
+                   out.max_new_tokens, out.finished)
+
+
+@clearance("RequestOutput", covers=("SG010", "SG401", "SG402", "SG403", "SG404"),
+           compiled=_compiled_request_output)
 def _clear_request_output(out: Any) -> bool:
     tokens, counts, given = out.token_ids, out.num_emitted, out.num_generated
     stops, vocab = out.stop_token_ids, int(out.vocab_size)
-    found = verdict(
-        "request_output", out.seq_ids, tokens, counts, given, stops, vocab,
-        out.max_new_tokens, out.finished)
-    if found is not None:
-        return found
     width = tokens.shape[1]
     if not unique_non_negative(out.seq_ids) or not all_within(counts, width + 1):
         return False  # SG010, SG401's counts
@@ -97,14 +100,14 @@ def _clear_request_output(out: Any) -> bool:
     return not _count_nonzero(done & ~out.finished)  # SG404
 
 
-@clearance("LogitsRows", covers=("SG010", "SG311", "SG312"))
+def _compiled_logits_rows(rows: Any) -> bool | None:
+    return verdict("logits_rows", rows.seq_ids, rows.num_drafts, rows.row_starts,
+                   rows.row_counts, int(rows.num_logits), int(rows.num_rows))
+
+
+@clearance("LogitsRows", covers=("SG010", "SG311", "SG312"), compiled=_compiled_logits_rows)
 def _clear_logits_rows(rows: Any) -> bool:
     drafts, starts, counts = rows.num_drafts, rows.row_starts, rows.row_counts
-    found = verdict(
-        "logits_rows", rows.seq_ids, drafts, starts, counts, int(rows.num_logits),
-        int(rows.num_rows))
-    if found is not None:
-        return found
     n = drafts.shape[0]
     if not unique_non_negative(rows.seq_ids):
         return False  # SG010

@@ -45,17 +45,17 @@ def _positions_in_range(positions: np.ndarray, limit: int | None) -> bool:
     return all_within(positions, int(limit))
 
 
+def _compiled_drafter_input(d: Any) -> bool | None:
+    return verdict("drafter_input", d.seq_ids, d.query_start_loc, int(d.num_tokens),
+                   d.input_ids, int(d.vocab_size), d.sample_indices, d.positions,
+                   int_or_none(d.max_model_len), d.seq_lens, int_or_none(d.max_seq_len))
+
+
 @clearance("DrafterInput", covers=("SG010", "SG301", "SG302", "SG303", "SG304", "SG306",
-                                   "SG307"))
+                                   "SG307"), compiled=_compiled_drafter_input)
 def _clear_drafter_input(d: Any) -> bool:
     ids, starts, count = d.seq_ids, d.query_start_loc, int(d.num_tokens)
     positions = d.positions
-    found = verdict(
-        "drafter_input", ids, starts, count, d.input_ids, int(d.vocab_size),
-        d.sample_indices, positions, int_or_none(d.max_model_len), d.seq_lens,
-        int_or_none(d.max_seq_len))
-    if found is not None:
-        return found
     if not unique_non_negative(ids):
         return False  # SG010
     if not sound_spans(starts, count):
@@ -83,16 +83,17 @@ def _clear_drafter_input(d: Any) -> bool:
     return bound is None or not seq_lens.size or bool(_maximum(seq_lens, None) <= bound)
 
 
+def _compiled_model_input(m: Any) -> bool | None:
+    return verdict("model_input", m.seq_ids, m.query_start_loc, int(m.num_tokens),
+                   int_or_none(m.num_padding), m.input_ids, int(m.vocab_size), m.positions,
+                   int_or_none(m.max_model_len), m.slot_mapping, int(m.num_slots),
+                   int_or_none(m.padding_slot_id))
+
+
 @clearance("ModelInput", covers=("SG010", "SG301", "SG303", "SG304", "SG305", "SG308",
-                                 "SG309", "SG310"))
+                                 "SG309", "SG310"), compiled=_compiled_model_input)
 def _clear_model_input(m: Any) -> bool:
     ids, starts, count = m.seq_ids, m.query_start_loc, int(m.num_tokens)
-    found = verdict(
-        "model_input", ids, starts, count, int_or_none(m.num_padding), m.input_ids,
-        int(m.vocab_size), m.positions, int_or_none(m.max_model_len), m.slot_mapping,
-        int(m.num_slots), int_or_none(m.padding_slot_id))
-    if found is not None:
-        return found
     if not unique_non_negative(ids):
         return False  # SG010
     padding = int(m.num_padding or 0)

@@ -15,7 +15,9 @@
  * faster than these loops.
  *
  * Arrays arrive through the buffer protocol (no numpy headers at build time); any
- * strides are read, so views and slices need no copy.
+ * strides are read, so views and slices need no copy. A CPU torch tensor, which has no
+ * buffer, is read in place once use_torch() has named torch's types (see take_tensor):
+ * making a numpy view of each tensor first costs more, cold, than the kernel itself.
  */
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("O3")  /* the typed loops below vectorise at O3 */
@@ -83,14 +85,84 @@ static Loader loader_of(const Py_buffer *view) {
     }
 }
 
+/* torch.Tensor, torch.strided and the dtypes below, once use_torch() has named them. */
+#define TORCH_DTYPES 8
+static PyObject *tensor_type = NULL, *strided_layout = NULL;
+static PyObject *torch_dtypes[TORCH_DTYPES];  /* None where this torch has no such dtype */
+static const Loader torch_loaders[TORCH_DTYPES] = {
+    load_bool, load_i8, load_u8, load_i16, load_u16, load_i32, load_u32, load_i64};
+static const int torch_sizes[TORCH_DTYPES] = {1, 1, 1, 2, 2, 4, 4, 8};
+static PyObject *s_is_cpu, *s_layout, *s_dtype, *s_is_neg, *s_shape, *s_stride, *s_data_ptr;
+
+/* A tuple of ``ndim`` non-negative ints into out[]; 0 when it is not one. */
+static int read_dims(PyObject *tuple, int ndim, Py_ssize_t *out) {
+    if (tuple == NULL || !PyTuple_Check(tuple) || PyTuple_GET_SIZE(tuple) != ndim) return 0;
+    for (int i = 0; i < ndim; i++) {
+        Py_ssize_t v = PyLong_AsSsize_t(PyTuple_GET_ITEM(tuple, i));
+        if (v < 0) return 0;  /* -1 with an error set, or a negative stride */
+        out[i] = v;
+    }
+    return 1;
+}
+
+/* Read a CPU torch tensor of ``ndim`` axes in place: its data pointer, shape and strides,
+ * as numpy's view of it would. Only a tensor of exactly torch.Tensor (a subclass may
+ * answer data_ptr() as it likes), on the CPU, strided, of one of the integer or bool
+ * dtypes, with no lazy negation pending and memory behind its elements; anything else is
+ * declined (0), as numpy() refuses such tensors. The caller holds
+ * the tensor, so its storage outlives the kernel. */
+static int take_tensor(PyObject *obj, Arr *arr, int ndim) {
+    if (tensor_type == NULL || (PyObject *)Py_TYPE(obj) != tensor_type) return 0;
+    int ok = 0, which = -1;
+    Py_ssize_t shape[2], strides[2];
+    PyObject *is_cpu = NULL, *layout = NULL, *dtype = NULL, *neg = NULL, *dims = NULL,
+             *steps = NULL, *ptr = NULL;
+    is_cpu = PyObject_GetAttr(obj, s_is_cpu);
+    if (is_cpu != Py_True) goto out;
+    layout = PyObject_GetAttr(obj, s_layout);
+    if (layout != strided_layout) goto out;
+    dtype = PyObject_GetAttr(obj, s_dtype);
+    for (int i = 0; i < TORCH_DTYPES && dtype != NULL; i++)
+        if (dtype == torch_dtypes[i]) which = i;
+    if (which < 0) goto out;
+    neg = PyObject_CallMethodNoArgs(obj, s_is_neg);
+    if (neg != Py_False) goto out;
+    dims = PyObject_GetAttr(obj, s_shape);
+    steps = PyObject_CallMethodNoArgs(obj, s_stride);
+    if (!read_dims(dims, ndim, shape) || !read_dims(steps, ndim, strides)) goto out;
+    ptr = PyObject_CallMethodNoArgs(obj, s_data_ptr);
+    if (ptr == NULL || !PyLong_Check(ptr)) goto out;
+    void *data = PyLong_AsVoidPtr(ptr);
+    if (data == NULL && (PyErr_Occurred() || (shape[0] && (ndim == 1 || shape[1]))))
+        goto out;  /* no memory behind elements: a ZeroTensor, say */
+    Py_ssize_t size = torch_sizes[which];
+    if (strides[0] > PY_SSIZE_T_MAX / size || (ndim == 2 && strides[1] > PY_SSIZE_T_MAX / size))
+        goto out;
+    arr->buf = (const char *)data;
+    arr->ndim = ndim;
+    arr->n0 = shape[0];
+    arr->s0 = strides[0] * size;
+    arr->n1 = ndim == 2 ? shape[1] : 1;
+    arr->s1 = ndim == 2 ? strides[1] * size : 0;
+    arr->load = torch_loaders[which];
+    arr->width = arr->load == load_i64 ? 8 : arr->load == load_i32 ? 4 : 0;
+    ok = 1;
+out:
+    Py_XDECREF(is_cpu); Py_XDECREF(layout); Py_XDECREF(dtype); Py_XDECREF(neg);
+    Py_XDECREF(dims); Py_XDECREF(steps); Py_XDECREF(ptr);
+    if (PyErr_Occurred()) PyErr_Clear();
+    return ok;
+}
+
 /* Read ``obj`` as an array of ``ndim`` axes (1 or 2) through a buffer of ``flags``
- * (read-only, or writable for the tracker's own arrays). 1 when it can, 0 when not. */
+ * (read-only, or writable for the tracker's own arrays), or, read-only, as a CPU torch
+ * tensor. 1 when it can, 0 when not. */
 static int take_as(Held *held, PyObject *obj, Arr *arr, int ndim, int flags) {
     if (held->count >= MAX_HELD) return 0;
     Py_buffer *view = &held->views[held->count];
     if (PyObject_GetBuffer(obj, view, flags) < 0) {
         PyErr_Clear();
-        return 0;
+        return !(flags & PyBUF_WRITABLE) && take_tensor(obj, arr, ndim);
     }
     held->count++;
     if (view->ndim != ndim || (arr->load = loader_of(view)) == NULL) return 0;
@@ -1080,6 +1152,72 @@ done:
     return answer(&held, verdict);
 }
 
+/* A plain int (not a bool, not a subclass) within int64 into *out; 0 for anything else. */
+static int exact_int(PyObject *obj, int64_t *out) {
+    if (!PyLong_CheckExact(obj)) return 0;
+    int overflow = 0;
+    long long value = PyLong_AsLongLongAndOverflow(obj, &overflow);
+    if (overflow || (value == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return 0;
+    }
+    *out = value;
+    return 1;
+}
+
+/* pack_ints(values, width, out): ``values``, a list or tuple of plain ints (width 0) or of
+ * lists of exactly ``width`` plain ints, written in order into ``out`` (a writable,
+ * contiguous int64 vector of that many entries). True when every entry was; None where
+ * one is anything else (a bool, a numpy integer, a float, an int past int64, a row of
+ * another length), and then ``out`` holds nothing to read: the caller's own reading of
+ * the values decides what they are. An engine hands its ids, counts and draft lists
+ * over as Python lists; numpy first discovers their shape and dtype, struct builds an
+ * argument tuple of them, and this reads them where they lie. */
+static PyObject *pack_ints(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (!arity(nargs, 3, "pack_ints")) return NULL;
+    Held held = {.count = 0};
+    Verdict verdict = YES;
+    Arr out;
+    int64_t width;
+    PyObject *values = args[0];
+    NEED(PyList_CheckExact(values) || PyTuple_CheckExact(values));
+    NEED(as_int(args[1], &width) && width >= 0 && width <= ARITH_LIMIT);
+    NEED(take_out(&held, args[2], &out, 1, 0) && contiguous(&out));
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(values), per = width ? (Py_ssize_t)width : 1;
+    NEED(n <= PY_SSIZE_T_MAX / per && out.n0 == n * per);
+    /* Nothing below runs Python code (plain ints only), so the list cannot change. */
+    PyObject **items = PySequence_Fast_ITEMS(values);
+    int64_t *into = (int64_t *)out.buf;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = items[i];
+        if (!width) {
+            NEED(exact_int(item, &into[i]));
+            continue;
+        }
+        NEED(PyList_CheckExact(item) && PyList_GET_SIZE(item) == per);
+        for (Py_ssize_t j = 0; j < per; j++)
+            NEED(exact_int(PyList_GET_ITEM(item, j), &into[i * per + j]));
+    }
+done:
+    return answer(&held, verdict);
+}
+
+/* use_torch(Tensor, strided, bool, int8, uint8, int16, uint16, int32, uint32, int64): name
+ * torch's types (None for a dtype this torch lacks),
+ * so that the kernels read CPU tensors in place from then on. */
+static PyObject *use_torch(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (!arity(nargs, 2 + TORCH_DTYPES, "use_torch")) return NULL;
+    if (!PyType_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "use_torch: the first argument is torch.Tensor");
+        return NULL;
+    }
+    Py_XSETREF(tensor_type, Py_NewRef(args[0]));
+    Py_XSETREF(strided_layout, Py_NewRef(args[1]));
+    for (int i = 0; i < TORCH_DTYPES; i++)
+        Py_XSETREF(torch_dtypes[i], Py_NewRef(args[2 + i]));
+    Py_RETURN_NONE;
+}
+
 #define KERNEL(name, doc) {#name, (PyCFunction)(void (*)(void))name, METH_FASTCALL, doc}
 
 static PyMethodDef kernel_methods[] = {
@@ -1099,6 +1237,8 @@ static PyMethodDef kernel_methods[] = {
     KERNEL(id_rows, "Each id's first row in a reference, and whether they are the same."),
     KERNEL(touch_ends, "SeqMemory's touch of each seq with its end, in order."),
     KERNEL(seen_seqs, "The tracker's SeenSeqs over one batch: looked up, then recorded."),
+    KERNEL(pack_ints, "Plain ints (or lists of them) packed into an int64 vector."),
+    KERNEL(use_torch, "Name torch's tensor type, layout and dtypes: CPU tensors are then read in place."),
     {NULL, NULL, 0, NULL},
 };
 
@@ -1111,6 +1251,16 @@ static struct PyModuleDef kernel_module = {
 PyMODINIT_FUNC PyInit__kernels(void) {
     PyObject *module = PyModule_Create(&kernel_module);
     if (module == NULL) return NULL;
+    static const char *names[] = {"is_cpu", "layout", "dtype", "is_neg", "shape", "stride",
+                                  "data_ptr"};
+    PyObject **slots[] = {&s_is_cpu, &s_layout, &s_dtype, &s_is_neg, &s_shape, &s_stride,
+                          &s_data_ptr};
+    for (int i = 0; i < 7; i++) {
+        if (*slots[i] == NULL && (*slots[i] = PyUnicode_InternFromString(names[i])) == NULL) {
+            Py_DECREF(module);
+            return NULL;
+        }
+    }
     if (PyModule_AddIntConstant(module, "ROWS_LIMIT", ROWS_LIMIT) < 0
             || PyModule_AddIntConstant(module, "TOKENS_LIMIT", TOKENS_LIMIT) < 0) {
         Py_DECREF(module);

@@ -19,6 +19,7 @@ import numpy as np
 
 from specguard.contracts._core._arrays import describe
 from specguard.contracts._core._clearance import clearance_for
+from specguard.contracts._core._compiled import reads_in_place
 from specguard.contracts._core._config import (
     Collect,
     Config,
@@ -33,13 +34,14 @@ from specguard.contracts._core._fields import ArrayField, FieldSpec
 from specguard.contracts._core._metadata import compile_fast_check, metadata_findings
 from specguard.contracts._core._registry import REGISTRY, Rule, rules_for
 from specguard.contracts._core._stats import STATS
-from specguard.contracts._core._values import ValueChecks, host_twin, plain_twin
+from specguard.contracts._core._values import ValueChecks, host_twin, on_host, plain_twin
 from specguard.contracts._core._violation import Finding, Violation
 
 __all__ = ["Plan", "validate"]
 
 
-_Cleared = tuple[Callable[[Any], bool], tuple["Rule", ...]]
+#: A clearance's check, the rules it leaves, and its compiled half (or None).
+_Cleared = tuple[Callable[[Any], bool], tuple["Rule", ...], Callable[[Any], "bool | None"] | None]
 
 
 @dataclass
@@ -110,25 +112,53 @@ class Plan:
         Only for a target whose metadata is clean and whose arrays are numpy arrays (what
         a clearance reads); any answer but True, an error included, leaves every rule.
         """
-        cached = self._cleared.get(id(rules))
-        if cached is None or cached[0] is not rules:
-            cached = self._cleared[id(rules)] = (rules, self._clearance_of(rules))
-        entry = cached[1]
+        entry = self._cleared_by(rules)
         if entry is None or self._anchor is None \
                 or type(getattr(target, self._anchor)) is not np.ndarray:
             return rules
-        check, rest = entry
+        check, rest, _ = entry
         try:
             clear = check(target) is True
         except Exception:  # the rules themselves will say what is wrong
             return rules
         return rest if clear else rules
 
+    def uncleared_in_place(self, rules: tuple[Rule, ...], obj: Any) -> tuple[Rule, ...] | None:
+        """``rules`` less those the class's compiled clearance vouches for, reading the
+        CPU tensors of ``obj`` (clean metadata) in place; None where it does not say True
+        (an object of numpy arrays, of device tensors, a kernel that declines or finds
+        something): then the clearance reads numpy views, and the rules explain.
+
+        Making a numpy view of each tensor costs more than the kernel itself between
+        model forwards, when torch's conversion code is out of the caches."""
+        entry = self._cleared_by(rules)
+        if entry is None or entry[2] is None:
+            return None
+        if self._names is None:
+            self._learn(obj)
+        if self._anchor is None:
+            return None
+        first = getattr(obj, self._anchor)
+        if not reads_in_place(type(first)) or not on_host(first):
+            return None
+        try:
+            clear = entry[2](obj) is True
+        except Exception:  # the twin's clearance and the rules say what is wrong
+            return None
+        return entry[1] if clear else None
+
+    def _cleared_by(self, rules: tuple[Rule, ...]) -> _Cleared | None:
+        cached = self._cleared.get(id(rules))
+        if cached is None or cached[0] is not rules:
+            cached = self._cleared[id(rules)] = (rules, self._clearance_of(rules))
+        return cached[1]
+
     def _clearance_of(self, rules: tuple[Rule, ...]) -> _Cleared | None:
         found = clearance_for(self.subject)
         if found is None or not found.covers <= {r.code for r in rules}:
             return None  # a depth that runs only some of its rules runs them alone
-        return found.check, tuple(r for r in rules if r.code not in found.covers)
+        return (found.check, tuple(r for r in rules if r.code not in found.covers),
+                found.compiled)
 
     def for_subclass(self) -> Plan:
         """The same checks for a subclass, with caches of its own."""
@@ -200,8 +230,13 @@ def _value_violations(
     # try block costs nothing until something raises.
     # Clean metadata guarantees one backend and device: only then may rules read views.
     if bindings is None:
-        target = plan.rule_target(obj)
-        rules = plan.uncleared(rules, target)
+        rest = plan.uncleared_in_place(rules, obj)
+        if rest is None:
+            target = plan.rule_target(obj)
+            rules = plan.uncleared(rules, target)
+        else:
+            rules = rest
+            target = plan.rule_target(obj) if rules else obj
         if not rules:  # the clearance vouched for every rule: nothing to read through
             return []
     else:

@@ -23,7 +23,7 @@ from specguard.contracts._core._numpy_calls import minimum_of as _minimum
 from specguard.contracts._core._violation import Finding
 
 __all__ = ["HOST_DEVICE_TYPES", "Explain", "ValueChecks", "all_within", "host_twin",
-           "plain_twin", "scalar_mask"]
+           "on_host", "plain_twin", "scalar_mask"]
 
 Explain = Callable[[int], Finding]
 
@@ -113,7 +113,8 @@ def _host_view(t: Any) -> np.ndarray | None:
     return view
 
 
-def _on_host(t: Any) -> bool:
+def on_host(t: Any) -> bool:
+    """Whether tensor ``t``'s values are read on the host (its device is a host type)."""
     # ``is_cpu`` is an attribute read; ``device.type`` builds a device object first.
     if t.is_cpu:
         return "cpu" in HOST_DEVICE_TYPES
@@ -124,7 +125,7 @@ def _host_array(a: Any) -> np.ndarray | None:
     """``a`` itself, or a view of a host tensor's memory; None when values need a device."""
     if type(a) is _ndarray or array_kind(a) == "numpy":
         return a  # type: ignore[no-any-return]
-    if hasattr(a, "is_cpu") and _on_host(a):
+    if hasattr(a, "is_cpu") and on_host(a):
         return _host_view(a)
     return None
 
@@ -170,7 +171,7 @@ def host_twin(obj: Any, anchor: str, names: tuple[str, ...]) -> Any:
     """
     first = getattr(obj, anchor)
     kind = type(first)
-    if kind is _ndarray or not hasattr(first, "is_cpu") or not _on_host(first):
+    if kind is _ndarray or not hasattr(first, "is_cpu") or not on_host(first):
         return obj
     twin = object.__new__(type(obj))
     assign = object.__setattr__  # the twin is frozen like ``obj``
@@ -233,7 +234,7 @@ class ValueChecks:
                 return None
         if type(a) is _ndarray or array_kind(a) == "numpy":
             index = _numpy_first_outside(a, lo, hi)
-        elif _on_host(a):
+        elif on_host(a):
             index = _torch_host_first_outside(a, lo, hi)
         else:
             return self._on_device(scalar_mask(a, "lt", lo) | scalar_mask(a, "ge", hi), explain)
@@ -250,7 +251,7 @@ class ValueChecks:
             index = 0 if mask else None
         elif isinstance(mask, np.ndarray | np.generic | bool):
             index = _numpy_first_true(np.asarray(mask))
-        elif _on_host(mask):
+        elif on_host(mask):
             index = _torch_host_first_true(mask)
         else:
             return self._on_device(mask, explain)

@@ -249,3 +249,111 @@ def test_past_1024_seqs_the_kernels_leave_the_object_to_numpy() -> None:
     assert kernels.drafter_output(np.arange(limit + 1), drafts, 32, None, 2) is None
     assert kernels.drafter_output(fields["seq_ids"], fields["draft_token_ids"], 32, None,
                                   2) is True
+
+
+# -- CPU torch tensors, read in place ---------------------------------------------------
+
+
+@pytest.fixture
+def no_twins(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fail any validation that makes numpy views of an object's tensors."""
+    from specguard.contracts._core import _validate
+
+    def refuse(obj: Any, anchor: str, names: tuple[str, ...]) -> Any:
+        raise AssertionError(f"a numpy twin of {type(obj).__name__} was made")
+
+    monkeypatch.setattr(_validate, "host_twin", refuse)
+
+
+def _cleared_whole(cls: type) -> bool:
+    """Whether the clearance covers every rule ``cls`` runs at the default depth."""
+    found = clearance_for(cls.__name__)
+    rules = cls.__sg_plan__.by_depth[contracts.Depth.ESSENTIAL]  # type: ignore[attr-defined]
+    return found is not None and {r.code for r in rules} <= found.covers
+
+
+# ScheduledBatch keeps SG110, whose own kernel reads numpy views of the block tables.
+WHOLLY_CLEARED = [cls for cls in CLEARED if _cleared_whole(cls)]
+
+
+def test_every_cleared_class_but_the_batch_is_cleared_whole_by_default() -> None:
+    assert {cls.__name__ for cls in CLEARED} - {cls.__name__ for cls in WHOLLY_CLEARED} \
+        == {"ScheduledBatch"}
+
+
+@pytest.mark.parametrize("dtype", ["int32", "int64"])
+@pytest.mark.parametrize("cls", WHOLLY_CLEARED, ids=lambda c: c.__name__)
+def test_a_clean_object_of_cpu_tensors_is_cleared_without_numpy_views(
+        cls: type, dtype: str, no_twins: None) -> None:
+    """The kernel reads the tensors themselves: no view of each is made first."""
+    pytest.importorskip("torch")
+    with kernels_as("compiled") as counting, contracts.checking(mode="strict",
+                                                                 depth="essential"):
+        obj = build(cls, backend="torch", dtype=dtype)
+    assert contracts.validate(obj) == []
+    assert counting is not None and counting.answered() >= 1 and counting.declined() == 0
+
+
+@pytest.mark.parametrize(("cls", "changes", "message"), BREAKS,
+                         ids=[cls.__name__ for cls, _, _ in BREAKS])
+def test_a_broken_object_of_cpu_tensors_gets_the_numpy_objects_message(
+        cls: type, changes: dict[str, Any], message: str) -> None:
+    """The kernel's no on tensors leaves the rules to explain, as on numpy arrays."""
+    pytest.importorskip("torch")
+    broken = kwargs(cls, backend="torch", **changes)
+    with kernels_as("compiled"), contracts.checking(mode="strict", depth="essential"), \
+            pytest.raises(contracts.ContractViolation, match=re.escape(message)):
+        cls(**broken)
+
+
+def _tensor_kernels() -> tuple[Any, Any]:
+    torch = pytest.importorskip("torch")
+    kernels = _kernels()
+    assert _compiled.reads_in_place(torch.Tensor)
+    return kernels, torch
+
+
+def test_tensors_are_read_with_their_strides() -> None:
+    kernels, torch = _tensor_kernels()
+    ids = torch.arange(20)
+    assert kernels.unique_ids(ids[::2]) is True
+    rows = torch.tensor([[1, 2], [3, 1], [1, 6]], dtype=torch.int32)
+    assert kernels.unique_ids(rows[:, 0]) is False  # 1, 3, 1: read down a column
+    assert kernels.unique_ids(rows.T[1]) is True  # 2, 1, 6 of the transposed view
+    drafts = torch.zeros((3, 4), dtype=torch.int64).T  # (4, 3), strides (1, 4)
+    assert kernels.drafter_output(torch.arange(4), drafts, 10, None, 3) is True
+    drafts[2, 1] = 10  # outside the vocabulary, seen through the transposed strides
+    assert kernels.drafter_output(torch.arange(4), drafts, 10, None, 3) is False
+
+
+def test_tensors_the_kernels_cannot_read_as_numpy_would_are_declined() -> None:
+    """What numpy() refuses (a pending negation, a tensor with no memory), what lives
+    elsewhere, what a subclass may answer as it likes, and what no loop reads."""
+    kernels, torch = _tensor_kernels()
+
+    class Subclass(torch.Tensor):
+        pass
+
+    drafts = torch.zeros((4, 3), dtype=torch.int64)
+    assert kernels.drafter_output(torch.arange(4), drafts, 10, None, 3) is True
+    unread = {
+        "negative bit": torch._neg_view(drafts),
+        "ZeroTensor": torch._efficientzerotensor((4, 3), dtype=torch.int64),
+        "meta": drafts.to("meta"),
+        "subclass": drafts.as_subclass(Subclass),
+        "float": drafts.double(),
+        "sparse": drafts.to_sparse(),
+    }
+    for name, tensor in unread.items():
+        assert kernels.drafter_output(torch.arange(4), tensor, 10, None, 3) is None, name
+
+
+def test_a_tensor_is_never_taken_for_a_writable_array() -> None:
+    """The tracker's kernels write into its own numpy arrays; a tensor there is declined."""
+    kernels, torch = _tensor_kernels()
+    bits = np.zeros(64, dtype=bool)
+    ids = np.arange(3, dtype=np.int64)
+    decode = np.ones(3, dtype=bool)
+    first = np.zeros(3, dtype=bool)
+    assert kernels.seen_seqs(bits, 58, ids, decode, None, first) is not None
+    assert kernels.seen_seqs(torch.from_numpy(bits), 58, ids, decode, None, first) is None

@@ -46,7 +46,7 @@ _KERNELS = {"unique_ids": 1, "scheduled_batch": 14, "model_input": 11, "drafter_
             "verify_output": 5, "drafter_output": 5, "request_output": 8, "logits_rows": 6,
             "block_tables": 4, "step_transition": 15, "transition": 22, "verify_rows": 8,
             "draft_rows": 8, "id_rows": 3, "touch_ends": 5,
-            "seen_seqs": 6}
+            "seen_seqs": 6, "pack_ints": 3}
 
 
 @pytest.mark.parametrize("name", sorted(_KERNELS))
@@ -65,7 +65,11 @@ def test_every_kernel_is_fuzzed() -> None:
     kernels = _compiled.load_kernels()
     exported = {name for name in dir(kernels) if callable(getattr(kernels, name))
                 and not name.startswith("_")}
-    assert exported == set(_KERNELS)
+    assert exported == set(_KERNELS) | _SETUP
+
+
+#: Kernels that answer no rule: they tell the module about its inputs' types.
+_SETUP = {"use_torch"}
 
 
 _CLEARED = ["ScheduledBatch", "DraftTokens", "ModelInput", "DrafterInput", "VerifyOutput",
@@ -106,3 +110,100 @@ def test_a_valid_object_with_one_field_replaced_never_crashes_its_kernel(
         found.check(broken)
     assert counting is not None
     assert all(verdict in (True, False, None) for _, verdict in counting.answers)
+
+
+#: The kernels that only read their arrays: a CPU tensor in any place is read in place.
+_READ_ONLY = ("unique_ids", "scheduled_batch", "model_input", "drafter_input",
+              "verify_output", "drafter_output", "request_output", "logits_rows",
+              "block_tables", "step_transition")
+
+
+def _as_tensor(value: Any, draw: Any) -> Any:
+    """``value``, or where torch can view it, sometimes a tensor over the same memory."""
+    import torch
+
+    if not isinstance(value, np.ndarray) or not draw(st.booleans()):
+        return value
+    try:
+        return torch.from_numpy(value)
+    except (TypeError, ValueError):  # a byte order or dtype torch does not take
+        return value
+
+
+@pytest.mark.parametrize("name", _READ_ONLY)
+@settings(max_examples=150)
+@given(data=st.data())
+def test_a_kernel_answers_tensors_as_it_answers_their_numpy_views(
+        name: str, data: st.DataObject) -> None:
+    """Read in place, a tensor is the same values with the same strides: any mix of
+    tensors and arrays gets the answer the arrays alone get."""
+    pytest.importorskip("torch")
+    require("compiled")
+    kernels = _compiled.load_kernels()
+    assert _compiled.reads_in_place(__import__("torch").Tensor)
+    function = getattr(kernels, name)
+    args = [data.draw(_ARGUMENT) for _ in range(_KERNELS[name])]
+    mixed = [_as_tensor(arg, data.draw) for arg in args]
+    assert function(*mixed) == function(*args)
+
+
+_ENTRIES = (st.integers(-(2**63), 2**63 - 1) | st.integers(2**63, 2**70)
+            | st.integers(-(2**70), -(2**63) - 1) | st.booleans()
+            | st.integers(-5, 5).map(np.int64) | st.floats(allow_nan=False) | st.none()
+            | st.text(max_size=2))
+
+
+def _plain(value: Any) -> bool:
+    return type(value) is int and -(2**63) <= value < 2**63
+
+
+@settings(max_examples=300)
+@given(values=st.lists(_ENTRIES, max_size=8), as_tuple=st.booleans())
+def test_exact_ints_packs_plain_ints_and_nothing_else(values: list[Any], as_tuple: bool) -> None:
+    """Every entry a plain int within int64: their int64 vector; anything else (a bool,
+    a numpy integer, a float, an int past int64): None, for the caller to read."""
+    require("compiled")
+    given_values = tuple(values) if as_tuple else values
+    packed = _compiled.exact_ints(given_values)
+    if all(map(_plain, values)):
+        assert packed is not None
+        assert packed.dtype == np.int64 and packed.tolist() == values
+    else:
+        assert packed is None
+
+
+@settings(max_examples=300)
+@given(rows=st.lists(st.lists(_ENTRIES | st.integers(0, 9), max_size=4)
+                     | st.tuples(st.integers(0, 9)), max_size=6),
+       width=st.integers(1, 4))
+def test_exact_ints_packs_rows_of_one_width_of_plain_ints(rows: list[Any], width: int) -> None:
+    require("compiled")
+    packed = _compiled.exact_ints(rows, width)
+    clean = all(type(r) is list and len(r) == width and all(map(_plain, r)) for r in rows)
+    if clean:
+        assert packed is not None
+        assert packed.reshape(len(rows), width).tolist() == rows
+    else:
+        assert packed is None
+
+
+def test_pack_ints_declines_an_output_it_cannot_fill() -> None:
+    require("compiled")
+    kernels = _compiled.load_kernels()
+    assert kernels is not None
+    assert kernels.pack_ints([1, 2], 0, np.empty(2, dtype=np.int64)) is True
+    assert kernels.pack_ints([1, 2], 0, np.empty(3, dtype=np.int64)) is None  # wrong size
+    assert kernels.pack_ints([1, 2], 0, np.empty(2, dtype=np.int32)) is None  # not int64
+    assert kernels.pack_ints([1, 2], 0, np.empty(4, dtype=np.int64)[::2]) is None  # strided
+    read_only = np.empty(2, dtype=np.int64)
+    read_only.flags.writeable = False
+    assert kernels.pack_ints([1, 2], 0, read_only) is None
+    assert kernels.pack_ints(iter([1, 2]), 0, np.empty(2, dtype=np.int64)) is None
+    assert kernels.pack_ints([[1, 2]], -1, np.empty(2, dtype=np.int64)) is None
+
+
+def test_exact_ints_is_none_without_the_kernels() -> None:
+    from kernel_switch import kernels_as
+
+    with kernels_as("numpy"):
+        assert _compiled.exact_ints([1, 2, 3]) is None

@@ -46,7 +46,7 @@ import numpy as np
 
 from specguard.adapters._build import build
 from specguard.adapters._host import host_array
-from specguard.adapters._packing import pack_int64
+from specguard.adapters._packing import exact_ints, pack_int64
 from specguard.adapters._step_rules import RECOMPUTE, runs
 from specguard.adapters.engines.atom.layout import AtomLayout
 from specguard.adapters.step_tracker import StepLinks, StepPlan, StepState, StepTracker
@@ -327,6 +327,9 @@ def _int_vector(values: list[Any] | tuple[Any, ...]) -> Any:
     """
     if not values:
         return np.zeros(0, dtype=np.int64)
+    exact = exact_ints(values)  # plain ints, read where they lie: no bool among them
+    if exact is not None:
+        return exact
     # Integers (anything with __index__) straight into int64, in C. A float, a string
     # or an int past int64 is not packed: numpy says what it is, below.
     ids = pack_int64(values, len(values))

@@ -18,7 +18,7 @@ from typing import Any, cast
 import numpy as np
 
 from specguard.adapters._build import build
-from specguard.adapters._packing import pack_int64
+from specguard.adapters._packing import exact_ints, pack_int64
 from specguard.contracts import DeliveryContext, DraftTokens
 from specguard.contracts._boundaries._dense_rows import draft_row
 from specguard.contracts.ops import PLACEHOLDER, is_int
@@ -86,6 +86,9 @@ def _dense(lists: list[Any], mtp_k: int) -> np.ndarray | None:
     """
     if not lists:
         return np.zeros((0, mtp_k), dtype=np.int64)
+    exact = exact_ints(lists, mtp_k)  # lists of plain ints, read where they lie
+    if exact is not None:
+        return exact.reshape(len(lists), mtp_k)
     count = len(lists)
     if countOf(map(type, lists), list) != count or countOf(map(len, lists), mtp_k) != count:
         return None

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from specguard.adapters._packing import pack_int64
+from specguard.adapters._packing import exact_ints, pack_int64
 from specguard.contracts import Boundary, Finding, report
 from specguard.contracts.ops import is_int
 
@@ -119,6 +119,9 @@ def ints_of(values: list[Any] | tuple[Any, ...]) -> np.ndarray | None:
     takes a bool, which is no count: only entries equal to 0 or 1 can be one, so only
     those have their types looked at (all of them at once when there are many).
     """
+    exact = exact_ints(values)  # plain ints, read where they lie: no bool among them
+    if exact is not None:
+        return exact
     packed = pack_int64(values, len(values))
     if packed is None:  # not an integer, or one past int64
         return None
