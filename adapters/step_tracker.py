@@ -229,17 +229,20 @@ class StepTracker:
     def _note_short_proposals(self, state: StepState) -> None:
         """Remember the step's proposals short of ``mtp_k``, forget those made whole:
         numpy over the step, a Python loop only over the seqs that change an entry."""
-        drafted, counts = np.asarray(state.drafted), state.num_proposed
-        if counts is None or not _count_nonzero(drafted):
+        # The state is the tracker's own (close()): host numpy arrays.
+        drafted, counts = cast(np.ndarray, state.drafted), state.num_proposed
+        if counts is None:
             return
-        counts = np.asarray(counts)
+        counts = cast(np.ndarray, counts)
         short = self._short_proposals
         if not short and (not counts.shape[0] or _minimum(counts, None) >= state.mtp_k):
             return  # every proposal whole, none short before: nothing to note or forget
-        ids = np.asarray(state.seq_ids)
+        if not _count_nonzero(drafted):
+            return
+        ids = cast(np.ndarray, state.seq_ids)
         # Decode rows only: a prefill row short of mtp_k is a chunk in the middle of its
         # prompt (no proposal at all), whose next step is another chunk, not a decode.
-        short_rows = drafted & (counts < state.mtp_k) & np.asarray(state.is_decode)
+        short_rows = drafted & (counts < state.mtp_k) & cast(np.ndarray, state.is_decode)
         if short:
             whole = ids[drafted & (counts >= state.mtp_k)]
             keys = np.fromiter(short, dtype=np.int64, count=len(short))
@@ -531,11 +534,10 @@ class StepTracker:
 
 def _remember(memory: SeqMemory, state: StepState) -> None:
     """Fold where ``state`` left each of its seqs into the per-seq memory."""
-    arrays = [host_array(a) for a in (state.seq_ids, state.starts, state.advance)]
-    ids, starts, advance = arrays
-    if ids is not None and starts is not None and advance is not None:
-        # The state's arrays are int64 already; the memory copies what it keeps.
-        memory.advance(ids, starts, advance)
+    # The state is the tracker's own (close()): int64 host arrays; the memory copies
+    # what it keeps.
+    memory.advance(cast(np.ndarray, state.seq_ids), cast(np.ndarray, state.starts),
+                   cast(np.ndarray, state.advance))
 
 
 def _remembered(seq_ids: np.ndarray, prev_rows: np.ndarray,

@@ -68,14 +68,20 @@ def _engine_lines(engine: dict[str, Any]) -> list[str]:
         return [f"- engine step: not measured ({engine.get('reason', 'unavailable')})"]
     smoke = " (smoke workload: steps too short to judge the overhead)" if engine.get("smoke") \
         else ""
+    passes = engine.get("passes", 1)
+    by_pass = ""
+    if passes > 1:
+        shown = " / ".join(f"{v:+.2%}" for v in engine.get("strict_default_overhead_by_pass", []))
+        by_pass = f"; the default depth by pass: {shown}"
+    runs = f"{passes} runs of " if passes > 1 else ""
     return [
-        f"- engine step ({engine['workload']}; {engine['steps']} steps, in lockstep): "
+        f"- engine step ({engine['workload']}; {runs}{engine['steps']} steps, in lockstep): "
         f"contracts off {engine['off_ms']:.2f} ms; strict (metadata depth) "
         f"{engine['strict_ms']:.2f} ms, {engine['strict_overhead']:+.2%}; strict at the default "
         f"depth (essential) {engine['strict_default_ms']:.2f} ms, "
         f"{engine['strict_default_overhead']:+.2%}; strict full depth "
         f"{engine['strict_full_ms']:.2f} ms, {engine['strict_full_overhead']:+.2%} "
-        f"(median of the per-step ratios to off){smoke}",
+        f"(median of the per-step ratios to off, pooled over the runs{by_pass}){smoke}",
         f"- time inside contract checks, by the engine's own wall-clock tally: "
         f"{engine['strict_contract_share']:.2%} of step time (metadata depth), "
         f"{engine['strict_default_contract_share']:.2%} (default depth), "
