@@ -123,29 +123,30 @@ class Plan:
             return rules
         return rest if clear else rules
 
-    def uncleared_in_place(self, rules: tuple[Rule, ...], obj: Any) -> tuple[Rule, ...] | None:
-        """``rules`` less those the class's compiled clearance vouches for, reading the
-        CPU tensors of ``obj`` (clean metadata) in place; None where it does not say True
-        (an object of numpy arrays, of device tensors, a kernel that declines or finds
-        something): then the clearance reads numpy views, and the rules explain.
+    def cleared_in_place(self, rules: tuple[Rule, ...], obj: Any) -> bool:
+        """Whether the class's compiled clearance vouches for every one of ``rules``,
+        reading the CPU tensors of ``obj`` (clean metadata) in place. False otherwise: an
+        object of numpy arrays or of device tensors, rules the clearance does not cover
+        (their twin is made anyway, and the clearance reads it too: one reading of the
+        tensors, not two), a kernel that declines or finds something. Then the clearance
+        reads numpy views, and the rules explain.
 
         Making a numpy view of each tensor costs more than the kernel itself between
         model forwards, when torch's conversion code is out of the caches."""
         entry = self._cleared_by(rules)
-        if entry is None or entry[2] is None:
-            return None
+        if entry is None or entry[2] is None or entry[1]:
+            return False
         if self._names is None:
             self._learn(obj)
         if self._anchor is None:
-            return None
+            return False
         first = getattr(obj, self._anchor)
         if not reads_in_place(type(first)) or not on_host(first):
-            return None
+            return False
         try:
-            clear = entry[2](obj) is True
+            return entry[2](obj) is True
         except Exception:  # the twin's clearance and the rules say what is wrong
-            return None
-        return entry[1] if clear else None
+            return False
 
     def _cleared_by(self, rules: tuple[Rule, ...]) -> _Cleared | None:
         cached = self._cleared.get(id(rules))
@@ -230,13 +231,10 @@ def _value_violations(
     # try block costs nothing until something raises.
     # Clean metadata guarantees one backend and device: only then may rules read views.
     if bindings is None:
-        rest = plan.uncleared_in_place(rules, obj)
-        if rest is None:
-            target = plan.rule_target(obj)
-            rules = plan.uncleared(rules, target)
-        else:
-            rules = rest
-            target = plan.rule_target(obj) if rules else obj
+        if plan.cleared_in_place(rules, obj):  # every rule vouched for, tensors read as they are
+            return []
+        target = plan.rule_target(obj)
+        rules = plan.uncleared(rules, target)
         if not rules:  # the clearance vouched for every rule: nothing to read through
             return []
     else:
