@@ -412,8 +412,19 @@ def runs(*codes: str) -> bool:
     depth = current_config().depth
     if depth is Depth.FULL:
         return True
-    return depth is Depth.ESSENTIAL and any(
-        REGISTRY[code].depth is Depth.ESSENTIAL for code in codes)
+    if depth is not Depth.ESSENTIAL:
+        return False
+    found = _AT_THE_DEFAULT_DEPTH.get(codes)
+    if found is None:
+        # A rule is declared once, with its depth: the answer for these codes stands.
+        found = _AT_THE_DEFAULT_DEPTH[codes] = any(
+            REGISTRY[code].depth is Depth.ESSENTIAL for code in codes)
+    return found
+
+
+#: Whether one of a few codes runs at the default depth, by the codes asked about (the
+#: tracker asks about the same handful several times a step).
+_AT_THE_DEFAULT_DEPTH: dict[tuple[str, ...], bool] = {}
 
 
 #: The rules of each object the tracker builds, and of what it remembers.

@@ -637,8 +637,10 @@ def _recomputed(plan: StepPlan, memory: SeqMemory) -> dict[str, Any] | None:
     """The RecomputedTokens fields of the prefill seqs of ``plan`` whose chunk covers
     positions the verifier emitted tokens for; None when there is nothing to compare."""
     tokens = plan.token_ids
+    if tokens is None or memory.empty():
+        return None
     prefill = (~plan.is_decode).nonzero()[0]
-    if tokens is None or prefill.shape[0] == 0 or memory.empty():
+    if prefill.shape[0] == 0:
         return None
     if tokens.ndim != 1 or not np.issubdtype(tokens.dtype, np.integer):
         return None

@@ -10,11 +10,13 @@ import with the mode then in force, so "off" here is the runtime switch (the gua
 wrapper stays; it skips every check).
 
 A difference of step times is noisy at the level of a few percent; the engine also
-tallies the time spent inside contract checks, which gives the overhead directly. Where
-the engines' tensors happen to lie in memory moves a whole run's step times by up to a
-percent either way, the same for every step of the run: the workload is served in
-``passes`` runs of fresh engines (each in its own shuffled order), and the per-step
-ratios of all of them are pooled before the median is taken.
+tallies the time spent inside contract checks, which gives the overhead directly. A
+whole run's step times move together by a percent or more either way (one run of the
+same code read +5.0%, the next +1.9%, with 1.15% of the step inside checks in both):
+where its engines' tensors happen to lie in memory, what else the host runs. The
+workload is therefore served in ``passes`` runs of fresh engines (three in the bench),
+each in its own shuffled order, and the per-step ratios of all of them are pooled
+before the median is taken.
 """
 
 from __future__ import annotations

@@ -56,7 +56,7 @@ class Settings:
     #: Overrides of ``specguard run``'s default workload (None: the defaults).
     engine_workload: dict[str, int] | None = None
     #: Runs of fresh engines whose per-step ratios are pooled (see benchmarks.engine).
-    engine_passes: int = 2
+    engine_passes: int = 3
     clock: Callable[[], float] = time.process_time
 
     @classmethod
