@@ -90,7 +90,7 @@ class _Source:
         self.namespace = namespace
         self.lines = [f"def {name}(obj):"]
         if backend_state:
-            self.lines += ["    K = None", "    dev = None"]
+            self.lines += ["    K = None", "    dev = None", "    cpu = False"]
         self.maybe_bound: set[str] = set()
         #: The field whose array type picks the backend (numpy-only body; None: up front).
         self.dispatch_field: str | None = None
@@ -158,12 +158,15 @@ def _array_lines(src: _Source, spec: ArrayField, index: int, bound: set[str]) ->
     src.add("if K is ndarray: pass", depth + 1)
     src.add("elif is_tensor_type(K):", depth + 1)
     src.add("dev = a.device", depth + 2)
+    # A CPU tensor says so in one attribute read: the later fields' device is that flag,
+    # not a device object built and compared per field.
+    src.add("cpu = a.is_cpu", depth + 2)
     # Sparse tensors share the dense type; only their layout tells them apart.
     src.add("if a.layout is not strided: return False", depth + 2)
     src.add("else: return False", depth + 1)
     src.add("elif type(a) is not K: return False", depth)
-    src.add("elif dev is not None and (a.device != dev or a.layout is not strided): "
-            "return False", depth)
+    src.add("elif dev is not None and ((not a.is_cpu if cpu else a.device != dev) "
+            "or a.layout is not strided): return False", depth)
     src.add(f"if a.dtype not in allowed_{index}: return False", depth)
     _shape_lines(src, spec, bound, depth)
 
