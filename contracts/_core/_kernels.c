@@ -109,8 +109,9 @@ static int read_dims(PyObject *tuple, int ndim, Py_ssize_t *out) {
  * as numpy's view of it would. Only a tensor of exactly torch.Tensor (a subclass may
  * answer data_ptr() as it likes), on the CPU, strided, of one of the integer or bool
  * dtypes, with no lazy negation pending and memory behind its elements; anything else is
- * declined (0), as numpy() refuses such tensors. The caller holds
- * the tensor, so its storage outlives the kernel. */
+ * declined (0), as numpy() refuses such tensors (a wrapper whose data_ptr() raises, a
+ * tensor on another device). The caller holds the tensor, so its storage outlives the
+ * kernel. */
 static int take_tensor(PyObject *obj, Arr *arr, int ndim) {
     if (tensor_type == NULL || (PyObject *)Py_TYPE(obj) != tensor_type) return 0;
     int ok = 0, which = -1;
