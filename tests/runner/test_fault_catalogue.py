@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import re
+from typing import Any
 
 import numpy as np
 import pytest
@@ -330,6 +331,25 @@ def test_misaligned_logits_rows_names_the_prefill_given_a_decode_span():
     assert (violation.seq_id, violation.position, engine.current_step) == (0, 0, 1)
     assert "the data holds 4 rows for it, the logits 1" in violation.reason
     assert violation.expected == "1 + num_drafts"
+
+
+def test_misaligned_logits_rows_stops_the_step_before_its_forward():
+    """The logits rows are decided on the host before the forward and handed over
+    there: the broken layout stops the step before the model runs it."""
+    engine, requests = _engine(faults.MISALIGNED_LOGITS_ROWS)
+    model, ran = engine.runner.model, []
+    forward = model.forward
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        ran.append(engine.runner.num_forwards)
+        return forward(*args, **kwargs)
+
+    model.forward = counted  # type: ignore[method-assign]
+    with contracts.checking(mode="strict"), pytest.raises(contracts.ContractViolation) as caught:
+        engine.generate(requests)
+    assert caught.value.violations[0].code == "SG312"
+    assert engine.runner.num_forwards not in ran  # the step that broke never ran forward
+    assert ran == list(range(1, engine.runner.num_forwards))
 
 
 def test_misaligned_logits_rows_hands_the_next_request_its_neighbours_bans():
