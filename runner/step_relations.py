@@ -125,7 +125,7 @@ class PendingTrace:
         """A trace whose :data:`_PACKED` arrays were read on the host already (int64)."""
         if len(arrays) != len(_PACKED):
             raise ValueError(f"expected {len(_PACKED)} arrays: {', '.join(_PACKED)}")
-        host = tuple(np.asarray(a).astype(np.int64, copy=False) for a in arrays)
+        host = tuple(map(_int64, arrays))
         return cls(step, mtp_k, seq_ids, is_decode, num_scheduled, num_drafts,
                    draft_placeholder, num_proposed, drafts_handed_over, None, (), host)
 
@@ -144,6 +144,17 @@ class PendingTrace:
                         self.draft_placeholder, drafts_handed_over=self.drafts_handed_over)
         return StepTrace(self.step, plan, verify_ids, accepted, drafter_ids, proposals,
                          self.num_proposed)
+
+
+_INT64 = np.dtype(np.int64)
+
+
+def _int64(a: np.ndarray) -> np.ndarray:
+    """``a`` as an int64 array: itself when it is one already (the trace's gathers of the
+    step's int64 tensors are), with no conversion call between model forwards."""
+    if type(a) is np.ndarray and a.dtype is _INT64:
+        return a
+    return np.asarray(a).astype(np.int64, copy=False)
 
 
 def check_step(tracker: StepTracker, trace: StepTrace) -> None:
