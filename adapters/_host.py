@@ -9,7 +9,7 @@ import numpy as np
 
 from specguard.contracts import DeviceValues, current_config
 
-__all__ = ["holds_integers", "host_array"]
+__all__ = ["as_int64", "holds_integers", "host_array"]
 
 
 def host_array(value: Any) -> np.ndarray | None:
@@ -38,3 +38,16 @@ def holds_integers(*arrays: np.ndarray) -> bool:
     it would truncate 1.5, turn NaN into an arbitrary integer, or raise numpy's own error.
     """
     return all(a.dtype.kind in "iu" for a in arrays)
+
+
+_INT64 = np.dtype(np.int64)
+
+
+def as_int64(a: np.ndarray) -> np.ndarray:
+    """``a`` as an int64 array: ``a`` itself when it is one already, else a converted
+    copy. What ``astype(np.int64, copy=False)`` answers, without walking numpy's
+    conversion code for an array that needs none (the common case, once a step between
+    model forwards, when that code is out of the caches)."""
+    if type(a) is np.ndarray and a.dtype is _INT64:
+        return a
+    return np.asarray(a).astype(np.int64, copy=False)

@@ -30,7 +30,7 @@ from typing import Any, cast
 import numpy as np
 
 from specguard.adapters._build import build
-from specguard.adapters._host import host_array
+from specguard.adapters._host import as_int64, host_array
 from specguard.adapters._seen_seqs import SeenSeqs
 from specguard.adapters._seq_memory import DEFAULT_MAX_BYTES, SeqMemory
 from specguard.adapters._step_clearance import (
@@ -116,8 +116,8 @@ class _Step:
         # The previous step's sort serves again when the batch's ids are the same.
         self.lookup = IdLookup(plan.seq_ids, like=previous)
         n = plan.seq_ids.shape[0]
-        self.advance = np.where(plan.is_decode, UNKNOWN, plan.num_scheduled).astype(
-            np.int64, copy=False)  # a new array either way: the step's own
+        # A new array either way: the step's own.
+        self.advance = as_int64(np.where(plan.is_decode, UNKNOWN, plan.num_scheduled))
         # Positions a decode seq moves on besides its accepted drafts: its anchor, and
         # whatever the engine scheduled ahead of the drafts (StepPlan.num_before_drafts).
         self.before = np.ones(n, dtype=np.int64)

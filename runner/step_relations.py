@@ -140,7 +140,7 @@ class PendingTrace:
             starts, carried, verify_ids, accepted, drafter_ids = (
                 part.reshape(shape) for part, shape in zip(parts, self.shapes, strict=True))
         plan = StepPlan(self.mtp_k, self.seq_ids, self.is_decode, starts,
-                        self.num_scheduled.astype(np.int64), carried, self.num_drafts,
+                        _int64(self.num_scheduled), carried, self.num_drafts,
                         self.draft_placeholder, drafts_handed_over=self.drafts_handed_over)
         return StepTrace(self.step, plan, verify_ids, accepted, drafter_ids, proposals,
                          self.num_proposed)
