@@ -1155,15 +1155,7 @@ done:
 
 /* A plain int (not a bool, not a subclass) within int64 into *out; 0 for anything else. */
 static int exact_int(PyObject *obj, int64_t *out) {
-    if (!PyLong_CheckExact(obj)) return 0;
-    int overflow = 0;
-    long long value = PyLong_AsLongLongAndOverflow(obj, &overflow);
-    if (overflow || (value == -1 && PyErr_Occurred())) {
-        PyErr_Clear();
-        return 0;
-    }
-    *out = value;
-    return 1;
+    return PyLong_CheckExact(obj) && as_int(obj, out);
 }
 
 /* pack_ints(values, width, out): ``values``, a list or tuple of plain ints (width 0) or of

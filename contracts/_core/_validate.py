@@ -106,47 +106,35 @@ class Plan:
             return obj
         return host_twin(obj, self._anchor, self._names)  # type: ignore[arg-type]
 
-    def uncleared(self, rules: tuple[Rule, ...], target: Any) -> tuple[Rule, ...]:
-        """``rules`` less those the class's clearance vouches for on ``target``.
+    def cleared(self, rules: tuple[Rule, ...], obj: Any) -> tuple[Any, tuple[Rule, ...]]:
+        """What value rules read of ``obj`` (clean metadata), and which of ``rules`` are
+        left once the class's clearance has vouched for the others.
 
-        Only for a target whose metadata is clean and whose arrays are numpy arrays (what
-        a clearance reads); any answer but True, an error included, leaves every rule.
+        The clearance reads numpy arrays: an object's own, or the numpy views of its CPU
+        tensors (:meth:`rule_target`'s twin). Where its compiled half covers every rule,
+        it reads CPU tensors in place first, and no view is made: between model forwards
+        the first view of a tensor costs more than the kernel. Any answer but True, an
+        error included, leaves every rule, and the rules explain.
         """
         entry = self._cleared_by(rules)
-        if entry is None or self._anchor is None \
-                or type(getattr(target, self._anchor)) is not np.ndarray:
-            return rules
-        check, rest, _ = entry
-        try:
-            clear = check(target) is True
-        except Exception:  # the rules themselves will say what is wrong
-            return rules
-        return rest if clear else rules
-
-    def cleared_in_place(self, rules: tuple[Rule, ...], obj: Any) -> bool:
-        """Whether the class's compiled clearance vouches for every one of ``rules``,
-        reading the CPU tensors of ``obj`` (clean metadata) in place. False otherwise: an
-        object of numpy arrays or of device tensors, rules the clearance does not cover
-        (their twin is made anyway, and the clearance reads it too: one reading of the
-        tensors, not two), a kernel that declines or finds something. Then the clearance
-        reads numpy views, and the rules explain.
-
-        Making a numpy view of each tensor costs more than the kernel itself between
-        model forwards, when torch's conversion code is out of the caches."""
-        entry = self._cleared_by(rules)
-        if entry is None or entry[2] is None or entry[1]:
-            return False
         if self._names is None:
             self._learn(obj)
-        if self._anchor is None:
-            return False
-        first = getattr(obj, self._anchor)
-        if not reads_in_place(type(first)) or not on_host(first):
-            return False
-        try:
-            return entry[2](obj) is True
-        except Exception:  # the twin's clearance and the rules say what is wrong
-            return False
+        anchor = self._anchor
+        if anchor is None:
+            return obj, rules
+        if entry is None:
+            return host_twin(obj, anchor, self._names), rules  # type: ignore[arg-type]
+        check, rest, compiled = entry
+        first = getattr(obj, anchor)
+        target = obj
+        if type(first) is not np.ndarray:
+            if compiled is not None and not rest and reads_in_place(type(first)) \
+                    and on_host(first) and _says_yes(compiled, obj):
+                return obj, ()
+            target = host_twin(obj, anchor, self._names)  # type: ignore[arg-type]
+            if type(getattr(target, anchor)) is not np.ndarray:
+                return target, rules  # device tensors: the rules read them there
+        return target, rest if _says_yes(check, target) else rules
 
     def _cleared_by(self, rules: tuple[Rule, ...]) -> _Cleared | None:
         cached = self._cleared.get(id(rules))
@@ -176,6 +164,14 @@ class Plan:
         # The first required array: with clean metadata it speaks for every array.
         self._anchor = next((s.name for s in self.fields
                              if isinstance(s, ArrayField) and not s.optional), None)
+
+
+def _says_yes(check: Callable[[Any], bool | None], target: Any) -> bool:
+    """Whether a clearance answers True on ``target``; an error is no answer."""
+    try:
+        return check(target) is True
+    except Exception:  # the rules themselves will say what is wrong
+        return False
 
 
 def _violation(
@@ -231,10 +227,7 @@ def _value_violations(
     # try block costs nothing until something raises.
     # Clean metadata guarantees one backend and device: only then may rules read views.
     if bindings is None:
-        if plan.cleared_in_place(rules, obj):  # every rule vouched for, tensors read as they are
-            return []
-        target = plan.rule_target(obj)
-        rules = plan.uncleared(rules, target)
+        target, rules = plan.cleared(rules, obj)
         if not rules:  # the clearance vouched for every rule: nothing to read through
             return []
     else:
