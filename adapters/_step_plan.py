@@ -87,6 +87,19 @@ class StepPlan:
     def is_sound(self) -> bool:
         """Whether the arrays have the shapes and kinds the tracker relies on (a plan
         built by hand with something else than host numpy arrays is not)."""
+        # One compiled call where it reads the arrays: between model forwards the dozen
+        # attribute reads and reductions below cost several times the kernel.
+        answer = verdict("plan_sound", np.ndarray, self.mtp_k, self.stable_ids,
+                         self.seq_ids, self.is_decode, self.starts, self.num_scheduled,
+                         self.draft_token_ids, self.num_drafts, self.token_ids,
+                         self.num_before_drafts, self.drafts_handed_over,
+                         self.first_scheduled)
+        if answer is not None:
+            return answer
+        return self._sound_in_numpy()
+
+    def _sound_in_numpy(self) -> bool:
+        """:meth:`is_sound` where the kernels are absent or decline."""
         required = (self.seq_ids, self.is_decode, self.starts, self.num_scheduled,
                     self.draft_token_ids, self.num_drafts)
         optional = (self.token_ids, self.num_before_drafts, self.drafts_handed_over,

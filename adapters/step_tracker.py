@@ -71,6 +71,7 @@ from specguard.contracts import (
     boundary_object,
     current_config,
 )
+from specguard.contracts._core._compiled import verdict
 from specguard.contracts._core._numpy_calls import count_nonzero as _count_nonzero
 from specguard.contracts._core._numpy_calls import minimum_of as _minimum
 
@@ -235,6 +236,9 @@ class StepTracker:
             return
         counts = cast(np.ndarray, counts)
         short = self._short_proposals
+        if not short and verdict("no_short_proposals", drafted, counts, state.is_decode,
+                                 state.mtp_k):
+            return  # no decode row's proposal short, none short before: nothing to note
         if not short and (not counts.shape[0] or _minimum(counts, None) >= state.mtp_k):
             return  # every proposal whole, none short before: nothing to note or forget
         if not _count_nonzero(drafted):
@@ -273,9 +277,14 @@ class StepTracker:
     def links(self, seq_ids: Any) -> StepLinks:
         """Where ``seq_ids`` sat in the previous forward (closing the step in flight)."""
         ids = host_array(seq_ids)
-        previous = self.close()
         if ids is None or ids.ndim != 1 or not is_integer(ids.dtype):
+            self.close()
             return StepLinks(np.zeros(0, dtype=np.int64))
+        return self._links_of(ids)
+
+    def _links_of(self, ids: np.ndarray) -> StepLinks:
+        """:meth:`links` of host integer ids (a sound plan's): nothing to convert."""
+        previous = self.close()
         if previous is None:
             return StepLinks(np.full(ids.shape[0], UNKNOWN, dtype=np.int64))
         lookup = self._previous_lookup or IdLookup(cast(np.ndarray, previous.seq_ids))
@@ -302,7 +311,7 @@ class StepTracker:
         keeps_ends = self._keeps_ends()
         if not keeps_ends and not runs(*RECOMPUTE):
             self._memory.clear()  # progress seen where no rule reads it is not remembered
-        links = self.links(plan.seq_ids)
+        links = self._links_of(plan.seq_ids)  # a sound plan's ids: 1-D integers
         previous = self._previous
         rows = _refilled_rows(refilled, plan)
         first_seen = self._first_seen(plan, links, checked=runs("SG661"))

@@ -1153,6 +1153,115 @@ done:
     return answer(&held, verdict);
 }
 
+/* The kind of a native-order buffer's elements, as numpy's dtype.kind says it: 'i' for
+ * any integer (unsigned ones and uint64 included), 'b' for bool, 0 for anything else
+ * (floats, structs, a byte order not native: numpy's own reading answers then). */
+static char buffer_kind(const Py_buffer *view) {
+    const char *f = view->format ? view->format : "B";
+    if (*f == '@' || *f == '=') f++;
+    if (!*f || f[1]) return 0;
+    switch (*f) {
+    case '?': return view->itemsize == 1 ? 'b' : 0;
+    case 'b': case 'h': case 'i': case 'l': case 'q':
+    case 'B': case 'H': case 'I': case 'L': case 'Q': return 'i';
+    default: return 0;
+    }
+}
+
+/* ``obj`` as a numpy array (``ndarray`` or a subclass) seen through its buffer: its
+ * kind (buffer_kind) and shape. 1 when read, 0 when it is no array or not read here. */
+static int plan_array(Held *held, PyObject *obj, PyObject *ndarray, char *kind,
+                      const Py_ssize_t **shape, int *ndim) {
+    if (!PyObject_TypeCheck(obj, (PyTypeObject *)ndarray) || held->count >= MAX_HELD) return 0;
+    Py_buffer *view = &held->views[held->count];
+    if (PyObject_GetBuffer(obj, view, PyBUF_RECORDS_RO) < 0) return 0;
+    held->count++;
+    *kind = buffer_kind(view);
+    *shape = view->shape;
+    *ndim = view->ndim;
+    return *kind != 0;
+}
+
+static int is_vector(int ndim, const Py_ssize_t *shape, Py_ssize_t n) {
+    return ndim == 1 && shape[0] == n;
+}
+
+/* plan_sound(ndarray, mtp_k, stable_ids, seq_ids, is_decode, starts, num_scheduled,
+ *            draft_token_ids, num_drafts, token_ids, num_before_drafts,
+ *            drafts_handed_over, first_scheduled): StepPlan.is_sound() in one call.
+ * True or False as the method answers; None (it answers itself) for arrays read
+ * otherwise than here: another byte order, a dtype of another kind where the method
+ * would look at its kind. ``ndarray`` is numpy's array type. */
+static PyObject *plan_sound(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (!arity(nargs, 13, "plan_sound")) return NULL;
+    Held held = {.count = 0};
+    Verdict verdict = YES;
+    PyObject *ndarray = args[0];
+    NEED(PyType_Check(ndarray));
+    char kind[6];
+    const Py_ssize_t *shape[6];
+    int ndim[6];
+    for (int i = 0; i < 6; i++) {  /* seq_ids .. num_drafts: required arrays */
+        if (!PyObject_TypeCheck(args[3 + i], (PyTypeObject *)ndarray)) {
+            verdict = NO;
+            goto done;
+        }
+        NEED(plan_array(&held, args[3 + i], ndarray, &kind[i], &shape[i], &ndim[i]));
+    }
+    /* token_ids: any array at all, or None */
+    CHECK(args[9] == Py_None || PyObject_TypeCheck(args[9], (PyTypeObject *)ndarray));
+    CHECK(ndim[0] == 1);
+    Py_ssize_t n = shape[0][0];
+    CHECK(is_vector(ndim[1], shape[1], n) && is_vector(ndim[2], shape[2], n)
+          && is_vector(ndim[3], shape[3], n) && kind[1] == 'b');
+    /* the decode rows: is_decode's True entries */
+    Py_buffer *flags = &held.views[1];
+    Py_ssize_t decode = 0;
+    for (Py_ssize_t i = 0; i < n; i++)
+        decode += *((const char *)flags->buf + i * flags->strides[0]) != 0;
+    char extra_kind;
+    const Py_ssize_t *extra_shape;
+    int extra_ndim;
+    if (args[10] != Py_None) {  /* num_before_drafts: integers, one per decode row */
+        CHECK(PyObject_TypeCheck(args[10], (PyTypeObject *)ndarray));
+        NEED(plan_array(&held, args[10], ndarray, &extra_kind, &extra_shape, &extra_ndim));
+        CHECK(is_vector(extra_ndim, extra_shape, decode) && extra_kind == 'i');
+    }
+    for (int i = 11; i < 13; i++) {  /* drafts_handed_over, first_scheduled: flags */
+        if (args[i] == Py_None) continue;
+        CHECK(PyObject_TypeCheck(args[i], (PyTypeObject *)ndarray));
+        NEED(plan_array(&held, args[i], ndarray, &extra_kind, &extra_shape, &extra_ndim));
+        CHECK(is_vector(extra_ndim, extra_shape, i == 11 ? decode : n) && extra_kind == 'b');
+    }
+    CHECK(PyLong_CheckExact(args[1]) && PyBool_Check(args[2]));
+    int64_t k;
+    CHECK(as_int(args[1], &k) && k >= 1);
+    CHECK(kind[0] == 'i' && kind[2] == 'i' && kind[3] == 'i' && kind[4] == 'i' && kind[5] == 'i');
+    CHECK(ndim[4] == 2 && shape[4][0] == decode && shape[4][1] == k);
+    CHECK(is_vector(ndim[5], shape[5], decode));
+done:
+    return answer(&held, verdict);
+}
+
+/* no_short_proposals(drafted, num_proposed, is_decode, mtp_k): whether no decode row that
+ * the drafter ran for proposed fewer than ``mtp_k`` drafts (the tracker then has no short
+ * proposal to note); None for input not read here. */
+static PyObject *no_short_proposals(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (!arity(nargs, 4, "no_short_proposals")) return NULL;
+    Held held = {.count = 0};
+    Verdict verdict = YES;
+    Arr drafted, counts, is_decode;
+    int64_t k;
+    NEED(take(&held, args[0], &drafted, 1) && take(&held, args[1], &counts, 1));
+    NEED(take(&held, args[2], &is_decode, 1) && as_int(args[3], &k));
+    NEED(is_flags(&drafted) && is_flags(&is_decode) && !is_flags(&counts));
+    NEED(counts.n0 == drafted.n0 && is_decode.n0 == drafted.n0);
+    for (Py_ssize_t i = 0; i < drafted.n0; i++)
+        CHECK(!(AT(drafted, i) && AT(is_decode, i) && AT(counts, i) < k));
+done:
+    return answer(&held, verdict);
+}
+
 /* A plain int (not a bool, not a subclass) within int64 into *out; 0 for anything else. */
 static int exact_int(PyObject *obj, int64_t *out) {
     return PyLong_CheckExact(obj) && as_int(obj, out);
@@ -1230,6 +1339,8 @@ static PyMethodDef kernel_methods[] = {
     KERNEL(id_rows, "Each id's first row in a reference, and whether they are the same."),
     KERNEL(touch_ends, "SeqMemory's touch of each seq with its end, in order."),
     KERNEL(seen_seqs, "The tracker's SeenSeqs over one batch: looked up, then recorded."),
+    KERNEL(plan_sound, "StepPlan.is_sound() in one call."),
+    KERNEL(no_short_proposals, "Whether no drafted decode row proposed fewer than mtp_k drafts."),
     KERNEL(pack_ints, "Plain ints (or lists of them) packed into an int64 vector."),
     KERNEL(use_torch, "Name torch's tensor type, layout and dtypes: CPU tensors are then read in place."),
     {NULL, NULL, 0, NULL},

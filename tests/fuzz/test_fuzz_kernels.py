@@ -46,7 +46,7 @@ _KERNELS = {"unique_ids": 1, "scheduled_batch": 14, "model_input": 11, "drafter_
             "verify_output": 5, "drafter_output": 5, "request_output": 8, "logits_rows": 6,
             "block_tables": 4, "step_transition": 15, "transition": 22, "verify_rows": 8,
             "draft_rows": 8, "id_rows": 3, "touch_ends": 5,
-            "seen_seqs": 6, "pack_ints": 3}
+            "seen_seqs": 6, "pack_ints": 3, "plan_sound": 13, "no_short_proposals": 4}
 
 
 @pytest.mark.parametrize("name", sorted(_KERNELS))
@@ -207,3 +207,108 @@ def test_exact_ints_is_none_without_the_kernels() -> None:
 
     with kernels_as("numpy"):
         assert _compiled.exact_ints([1, 2, 3]) is None
+
+
+_PLAN_ARRAY = _array() | st.sampled_from([None, [0, 1], 3])
+
+
+@st.composite
+def _plan_fields(draw: Any) -> dict[str, Any]:
+    """A StepPlan's fields: mostly consistent shapes and kinds, each field sometimes
+    replaced by any array, None, a list or a scalar."""
+    n = draw(st.integers(0, 4))
+    decode = draw(st.lists(st.booleans(), min_size=n, max_size=n))
+    num_decode = sum(decode)
+    k = draw(st.sampled_from([1, 2, 3]))
+    fields: dict[str, Any] = {
+        "mtp_k": draw(st.sampled_from([k, k, 0, True, 2**70, 2.0])),
+        "seq_ids": np.arange(n, dtype=np.int64), "is_decode": np.array(decode, dtype=bool),
+        "starts": np.zeros(n, dtype=np.int32), "num_scheduled": np.ones(n, dtype=np.int64),
+        "draft_token_ids": np.zeros((num_decode, k), dtype=np.int64),
+        "num_drafts": np.full(num_decode, k, dtype=np.uint8),
+        "draft_placeholder": None,
+        "token_ids": draw(st.sampled_from([None, np.zeros(3, dtype=np.int64)])),
+        "num_before_drafts": draw(st.sampled_from([None, np.ones(num_decode, dtype=np.int64)])),
+        "drafts_handed_over": draw(st.sampled_from([None, np.zeros(num_decode, dtype=bool)])),
+        "first_scheduled": draw(st.sampled_from([None, np.zeros(n, dtype=bool)])),
+        "stable_ids": draw(st.sampled_from([True, False, 1, np.bool_(True)])),
+    }
+    names = ["seq_ids", "is_decode", "starts", "num_scheduled", "draft_token_ids",
+             "num_drafts", "token_ids", "num_before_drafts", "drafts_handed_over",
+             "first_scheduled"]
+    for name in draw(st.lists(st.sampled_from(names), max_size=3, unique=True)):
+        fields[name] = draw(_PLAN_ARRAY)
+    return fields
+
+
+@settings(max_examples=400)
+@given(fields=_plan_fields())
+def test_plan_sound_answers_as_the_numpy_check_does(fields: dict[str, Any]) -> None:
+    """Where the kernel answers, it is the numpy check's answer; where it declines,
+    ``is_sound`` is the numpy check itself."""
+    from specguard.adapters import StepPlan
+
+    require("compiled")
+    plan = StepPlan(**fields)
+    in_numpy = plan._sound_in_numpy()
+    kernels = _compiled.load_kernels()
+    answer = kernels.plan_sound(
+        np.ndarray, plan.mtp_k, plan.stable_ids, plan.seq_ids, plan.is_decode, plan.starts,
+        plan.num_scheduled, plan.draft_token_ids, plan.num_drafts, plan.token_ids,
+        plan.num_before_drafts, plan.drafts_handed_over, plan.first_scheduled)
+    assert answer in (True, False, None)
+    if answer is not None:
+        assert answer is in_numpy
+    assert plan.is_sound() is in_numpy
+
+
+def test_plan_sound_reads_a_sound_plan_and_its_breaks() -> None:
+    """Pinned both ways: a decode plan is sound; a draft row of another width, a phase
+    that is not bool, a tensor where an array belongs are not; a big-endian array is
+    left to numpy."""
+    from specguard.adapters import StepPlan
+
+    require("compiled")
+    kernels = _compiled.load_kernels()
+
+    def answer(**changes: Any) -> bool | None:
+        fields: dict[str, Any] = {
+            "mtp_k": 2, "seq_ids": np.array([7, 9]), "is_decode": np.array([True, False]),
+            "starts": np.array([4, 0]), "num_scheduled": np.array([3, 5]),
+            "draft_token_ids": np.array([[1, 2]]), "num_drafts": np.array([2]),
+        }
+        fields.update(changes)
+        plan = StepPlan(**fields)
+        return kernels.plan_sound(
+            np.ndarray, plan.mtp_k, plan.stable_ids, plan.seq_ids, plan.is_decode,
+            plan.starts, plan.num_scheduled, plan.draft_token_ids, plan.num_drafts,
+            plan.token_ids, plan.num_before_drafts, plan.drafts_handed_over,
+            plan.first_scheduled)
+
+    assert answer() is True
+    assert answer(draft_token_ids=np.array([[1, 2, 3]])) is False
+    assert answer(is_decode=np.array([1, 0])) is False
+    assert answer(num_before_drafts=np.array([1, 1])) is False
+    assert answer(mtp_k=True) is False
+    assert answer(starts=[4, 0]) is False
+    assert answer(starts=np.array([4, 0], dtype=">i8")) is None
+
+
+@settings(max_examples=300)
+@given(rows=st.lists(st.tuples(st.booleans(), st.integers(-2, 4), st.booleans()), max_size=6),
+       k=st.integers(1, 3), strided=st.booleans())
+def test_no_short_proposals_answers_as_numpy_does(rows: list[tuple[bool, int, bool]], k: int,
+                                                  strided: bool) -> None:
+    require("compiled")
+    kernels = _compiled.load_kernels()
+    drafted = np.array([r[0] for r in rows], dtype=bool)
+    counts = np.array([r[1] for r in rows], dtype=np.int64)
+    decode = np.array([r[2] for r in rows], dtype=bool)
+    if strided:
+        drafted, counts, decode = (np.repeat(a, 2)[::2] for a in (drafted, counts, decode))
+    expected = not (drafted & (counts < k) & decode).any()
+    assert kernels.no_short_proposals(drafted, counts, decode, k) is expected
+    # Input of other kinds is left to numpy.
+    assert kernels.no_short_proposals(counts, counts, decode, k) is None
+    assert kernels.no_short_proposals(drafted, counts[:-1] if rows else counts[:0],
+                                      decode, k) in (None, True)
