@@ -252,6 +252,7 @@ def test_plan_sound_answers_as_the_numpy_check_does(fields: dict[str, Any]) -> N
     plan = StepPlan(**fields)
     in_numpy = plan._sound_in_numpy()
     kernels = _compiled.load_kernels()
+    assert kernels is not None
     answer = kernels.plan_sound(
         np.ndarray, plan.mtp_k, plan.stable_ids, plan.seq_ids, plan.is_decode, plan.starts,
         plan.num_scheduled, plan.draft_token_ids, plan.num_drafts, plan.token_ids,
@@ -270,6 +271,7 @@ def test_plan_sound_reads_a_sound_plan_and_its_breaks() -> None:
 
     require("compiled")
     kernels = _compiled.load_kernels()
+    assert kernels is not None
 
     def answer(**changes: Any) -> bool | None:
         fields: dict[str, Any] = {
@@ -301,6 +303,7 @@ def test_no_short_proposals_answers_as_numpy_does(rows: list[tuple[bool, int, bo
                                                   strided: bool) -> None:
     require("compiled")
     kernels = _compiled.load_kernels()
+    assert kernels is not None
     drafted = np.array([r[0] for r in rows], dtype=bool)
     counts = np.array([r[1] for r in rows], dtype=np.int64)
     decode = np.array([r[2] for r in rows], dtype=bool)
