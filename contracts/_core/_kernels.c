@@ -159,6 +159,10 @@ out:
  * (read-only, or writable for the tracker's own arrays), or, read-only, as a CPU torch
  * tensor. 1 when it can, 0 when not. */
 static int take_as(Held *held, PyObject *obj, Arr *arr, int ndim, int flags) {
+    if (tensor_type != NULL && (PyObject *)Py_TYPE(obj) == tensor_type)
+        /* straight to its reader: torch.Tensor has no buffer, and the TypeError a buffer
+         * request raises (its message formatted, then cleared) costs more than the read */
+        return !(flags & PyBUF_WRITABLE) && take_tensor(obj, arr, ndim);
     if (held->count >= MAX_HELD) return 0;
     Py_buffer *view = &held->views[held->count];
     if (PyObject_GetBuffer(obj, view, flags) < 0) {
