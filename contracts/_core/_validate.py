@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from specguard.contracts._core import _compiled
 from specguard.contracts._core._arrays import describe
 from specguard.contracts._core._clearance import clearance_for
 from specguard.contracts._core._compiled import reads_in_place
@@ -34,7 +35,13 @@ from specguard.contracts._core._fields import ArrayField, FieldSpec
 from specguard.contracts._core._metadata import compile_fast_check, metadata_findings
 from specguard.contracts._core._registry import REGISTRY, Rule, rules_for
 from specguard.contracts._core._stats import STATS
-from specguard.contracts._core._values import ValueChecks, host_twin, on_host, plain_twin
+from specguard.contracts._core._values import (
+    HOST_DEVICE_TYPES,
+    ValueChecks,
+    host_twin,
+    on_host,
+    plain_twin,
+)
 from specguard.contracts._core._violation import Finding, Violation
 
 __all__ = ["Plan", "validate"]
@@ -135,6 +142,33 @@ class Plan:
             if type(getattr(target, anchor)) is not np.ndarray:
                 return target, rules  # device tensors: the rules read them there
         return target, rest if _says_yes(check, target) else rules
+
+    def cleared_at_once(self, rules: tuple[Rule, ...], obj: Any) -> bool:
+        """Whether the compiled clearance vouches for every one of ``rules`` on ``obj``
+        (clean metadata) in one call, reading its numpy arrays or CPU tensors where they
+        lie: the hand-over of every step, with no step of :meth:`cleared` in between.
+
+        False is no verdict: no compiled clearance covers them all (or none was looked up
+        yet: the first validation of each depth takes :meth:`cleared`), the anchor is on a
+        device, or the kernel declines, refuses or fails; :meth:`cleared` then decides.
+        """
+        cached = self._cleared.get(id(rules))
+        if cached is None or cached[0] is not rules or cached[1] is None:
+            return False
+        _, rest, compiled = cached[1]
+        anchor = self._anchor
+        if rest or compiled is None or anchor is None:
+            return False
+        first = getattr(obj, anchor)
+        kind = type(first)
+        # torch.Tensor once the kernels were told it (reads_in_place), else None.
+        if kind is not np.ndarray and (kind is not _compiled._TENSOR or not first.is_cpu
+                                       or "cpu" not in HOST_DEVICE_TYPES):
+            return False
+        try:
+            return compiled(obj) is True
+        except Exception:  # the full path's rules will say what is wrong
+            return False
 
     def _cleared_by(self, rules: tuple[Rule, ...]) -> _Cleared | None:
         cached = self._cleared.get(id(rules))
@@ -281,7 +315,7 @@ def validate(
     if plan.fast_check(obj):
         # The hand-over's common case: clean metadata, and at the default depth a rule or
         # two (none at metadata depth). Nothing is allocated for it.
-        if not rules:
+        if not rules or plan.cleared_at_once(rules, obj):
             return []
         violations = _value_violations(obj, plan, rules, config, _NO_SKIP, None)
     else:

@@ -294,6 +294,40 @@ def test_a_clean_object_of_cpu_tensors_is_cleared_without_numpy_views(
     assert counting is not None and counting.answered() >= 1 and counting.declined() == 0
 
 
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+@pytest.mark.parametrize("cls", WHOLLY_CLEARED, ids=lambda c: c.__name__)
+def test_a_clean_object_is_cleared_at_once_after_the_first_validation(
+        cls: type, backend: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """From the second validation of a class at a depth on, a clean object's compiled
+    clearance answers straight after its metadata check: Plan.cleared is not reached."""
+    from specguard.contracts._core._validate import Plan
+
+    if backend == "torch":
+        pytest.importorskip("torch")
+    with kernels_as("compiled"), contracts.checking(mode="strict", depth="essential"):
+        obj = build(cls, backend=backend)
+        assert contracts.validate(obj) == []  # the first takes the full path, once
+
+        def refuse(self: Plan, rules: Any, obj: Any) -> Any:
+            raise AssertionError("Plan.cleared was reached")
+
+        monkeypatch.setattr(Plan, "cleared", refuse)
+        assert contracts.validate(obj) == []
+        assert contracts.validate(build(cls, backend=backend)) == []
+
+
+@pytest.mark.parametrize(("cls", "changes", "message"), BREAKS,
+                         ids=[cls.__name__ for cls, _, _ in BREAKS])
+def test_a_broken_object_after_clean_ones_gets_its_message(
+        cls: type, changes: dict[str, Any], message: str) -> None:
+    """The compiled no is no verdict: the rules explain, as on the first object."""
+    with kernels_as("compiled"), contracts.checking(mode="strict", depth="essential"):
+        for _ in range(2):
+            assert contracts.validate(build(cls)) == []
+        with pytest.raises(contracts.ContractViolation, match=re.escape(message)):
+            cls(**kwargs(cls, **changes))
+
+
 @pytest.mark.parametrize(("cls", "changes", "message"), BREAKS,
                          ids=[cls.__name__ for cls, _, _ in BREAKS])
 def test_a_broken_object_of_cpu_tensors_gets_the_numpy_objects_message(
