@@ -74,7 +74,13 @@ def _is_tensor_type(kind: type) -> bool:
             _add_torch_dtypes(allowed, names)
         for namespace in _NAMESPACES:
             namespace["strided"] = torch.strided
+            namespace["tensor"] = torch.Tensor
     return True
+
+
+class _NoTensorYet:
+    """What the generated checks compare array types with until torch shows up: a
+    class no array is an instance of."""
 
 
 def _is_int(value: object) -> bool:
@@ -156,11 +162,12 @@ def _array_lines(src: _Source, spec: ArrayField, index: int, bound: set[str]) ->
     src.add("if K is None:", depth)
     src.add("K = type(a)", depth + 1)
     src.add("if K is ndarray: pass", depth + 1)
-    src.add("elif is_tensor_type(K):", depth + 1)
-    src.add("dev = a.device", depth + 2)
+    # torch.Tensor itself by identity (filled in once torch shows up), a subclass by a call.
+    src.add("elif K is tensor or is_tensor_type(K):", depth + 1)
     # A CPU tensor says so in one attribute read: the later fields' device is that flag,
-    # not a device object built and compared per field.
+    # not a device object built and compared per field (``dev`` only marks it as set).
     src.add("cpu = a.is_cpu", depth + 2)
+    src.add("dev = True if cpu else a.device", depth + 2)
     # Sparse tensors share the dense type; only their layout tells them apart.
     src.add("if a.layout is not strided: return False", depth + 2)
     src.add("else: return False", depth + 1)
@@ -269,6 +276,7 @@ def compile_fast_check(fields: Sequence[FieldSpec], owner: str) -> Callable[[Any
         "is_tensor_type": _is_tensor_type,
         "is_int": _is_int,
         "strided": torch_module().strided if _torch_registered else None,
+        "tensor": torch_module().Tensor if _torch_registered else _NoTensorYet,
     }
     _NAMESPACES.append(namespace)
     optional_dims = _first_seen_in_optional(fields)
