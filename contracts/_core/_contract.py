@@ -18,6 +18,7 @@ from typing import TypeVar
 from specguard.contracts._core._arrays import host_value
 from specguard.contracts._core._errors import ContractViolation
 from specguard.contracts._core._fields import compile_fields
+from specguard.contracts._core._init import install_slot_init
 from specguard.contracts._core._registry import Boundary
 from specguard.contracts._core._validate import Plan, validate
 
@@ -79,6 +80,7 @@ def boundary_object(
 
     def build(cls: type[T]) -> type[T]:
         made = dataclasses.dataclass(frozen=True, slots=True, kw_only=True, eq=False)(cls)
+        install_slot_init(made)  # each field set through its slot: built once a hand-over
         fields = compile_fields(made, minimums)
         plan = Plan(made.__name__, fields)  # its metadata predicate is compiled at first use
         made.__sg_plan__ = plan  # type: ignore[attr-defined]

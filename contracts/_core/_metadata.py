@@ -31,7 +31,7 @@ from specguard.contracts._core._dims import dimension
 from specguard.contracts._core._fields import ArrayField, AxisSpec, FieldSpec, ScalarField
 from specguard.contracts._core._violation import Finding
 
-__all__ = ["MetadataFinding", "compile_fast_check", "metadata_findings"]
+__all__ = ["MetadataFinding", "compile_fast_check", "metadata_findings", "register_source"]
 
 MetadataFinding = tuple[str, Finding]
 
@@ -39,7 +39,8 @@ _DTYPE_SETS: list[tuple[set[Any], frozenset[str]]] = []
 # The globals of every generated check: torch's names are filled in once it shows up.
 _NAMESPACES: list[dict[str, Any]] = []
 _torch_registered = False
-#: How many checks were generated per class name (a redefined class gets a new source).
+#: How many sources were generated per kind and class name (a redefined class gets a new
+#: source).
 _GENERATED: dict[str, int] = {}
 
 
@@ -298,21 +299,23 @@ def compile_fast_check(fields: Sequence[FieldSpec], owner: str) -> Callable[[Any
         lines = lines + numpy_only.lines
     else:
         lines = [*lines, "fast_check = general_check"]
-    code = compile("\n".join(lines), _register_source(owner, lines), "exec")
+    code = compile("\n".join(lines), register_source(owner, lines), "exec")
     exec(code, namespace)
     check: Callable[[Any], bool] = namespace["fast_check"]
     return check
 
 
-def _register_source(owner: str, lines: Sequence[str]) -> str:
-    """Put generated ``lines`` in linecache under a unique name; return the name.
+def register_source(owner: str, lines: Sequence[str], what: str = "metadata check") -> str:
+    """Put generated ``lines`` (``what`` of class ``owner``) in linecache under a unique
+    name; return the name.
 
     The entry has no modification time, so ``linecache.checkcache`` (which tracebacks
     call) keeps it: there is no file for it to go stale against.
     """
-    count = _GENERATED[owner] = _GENERATED.get(owner, 0) + 1
+    key = f"{what} {owner}"
+    count = _GENERATED[key] = _GENERATED.get(key, 0) + 1
     suffix = "" if count == 1 else f" #{count}"
-    filename = f"<specguard generated metadata check {owner}{suffix}>"
+    filename = f"<specguard generated {key}{suffix}>"
     text = [line + "\n" for line in lines]
     linecache.cache[filename] = (sum(map(len, text)), None, text, filename)
     return filename
