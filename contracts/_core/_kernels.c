@@ -1172,11 +1172,11 @@ static char buffer_kind(const Py_buffer *view) {
     }
 }
 
-/* ``obj`` as a numpy array (``ndarray`` or a subclass) seen through its buffer: its
- * kind (buffer_kind) and shape. 1 when read, 0 when it is no array or not read here. */
-static int plan_array(Held *held, PyObject *obj, PyObject *ndarray, char *kind,
-                      const Py_ssize_t **shape, int *ndim) {
-    if (!PyObject_TypeCheck(obj, (PyTypeObject *)ndarray) || held->count >= MAX_HELD) return 0;
+/* ``obj``, a numpy array (the caller has checked), seen through its buffer: its kind
+ * (buffer_kind) and shape. 1 when read, 0 when not read here. */
+static int plan_array(Held *held, PyObject *obj, char *kind, const Py_ssize_t **shape,
+                      int *ndim) {
+    if (held->count >= MAX_HELD) return 0;
     Py_buffer *view = &held->views[held->count];
     if (PyObject_GetBuffer(obj, view, PyBUF_RECORDS_RO) < 0) return 0;
     held->count++;
@@ -1210,7 +1210,7 @@ static PyObject *plan_sound(PyObject *self, PyObject *const *args, Py_ssize_t na
             verdict = NO;
             goto done;
         }
-        NEED(plan_array(&held, args[3 + i], ndarray, &kind[i], &shape[i], &ndim[i]));
+        NEED(plan_array(&held, args[3 + i], &kind[i], &shape[i], &ndim[i]));
     }
     /* token_ids: any array at all, or None */
     CHECK(args[9] == Py_None || PyObject_TypeCheck(args[9], (PyTypeObject *)ndarray));
@@ -1228,13 +1228,13 @@ static PyObject *plan_sound(PyObject *self, PyObject *const *args, Py_ssize_t na
     int extra_ndim;
     if (args[10] != Py_None) {  /* num_before_drafts: integers, one per decode row */
         CHECK(PyObject_TypeCheck(args[10], (PyTypeObject *)ndarray));
-        NEED(plan_array(&held, args[10], ndarray, &extra_kind, &extra_shape, &extra_ndim));
+        NEED(plan_array(&held, args[10], &extra_kind, &extra_shape, &extra_ndim));
         CHECK(is_vector(extra_ndim, extra_shape, decode) && extra_kind == 'i');
     }
     for (int i = 11; i < 13; i++) {  /* drafts_handed_over, first_scheduled: flags */
         if (args[i] == Py_None) continue;
         CHECK(PyObject_TypeCheck(args[i], (PyTypeObject *)ndarray));
-        NEED(plan_array(&held, args[i], ndarray, &extra_kind, &extra_shape, &extra_ndim));
+        NEED(plan_array(&held, args[i], &extra_kind, &extra_shape, &extra_ndim));
         CHECK(is_vector(extra_ndim, extra_shape, i == 11 ? decode : n) && extra_kind == 'b');
     }
     CHECK(PyLong_CheckExact(args[1]) && PyBool_Check(args[2]));
