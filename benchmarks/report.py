@@ -142,7 +142,8 @@ def format_report(report: dict[str, Any]) -> str:
         f"- mode off: decorated method is the original function: {off['identity']}; "
         f"call {off['off_us']:.3f} µs vs undecorated {off['plain_us']:.3f} µs "
         f"(guarded, strict, metadata depth: {off['strict_metadata_us']:.2f} µs; "
-        f"default depth: {off['strict_default_us']:.2f} µs)",
+        f"default depth: {off['strict_default_us']:.2f} µs; guarded by hand: "
+        f"{off['by_hand_us']:.2f} µs)",
         *_engine_lines(report["engine"]),
         *_dp_lines(report.get("dp")),
         "",

@@ -123,3 +123,38 @@ def test_floor_and_specguard_agree_on_random_batches(size, num_prefill, seed, co
     assert agreement.specguard_verdict(fields) is None
     bad = broken(fields, code)
     assert agreement.floor_verdict(bad) == agreement.specguard_verdict(bad) == code
+
+
+@pytest.mark.parametrize("code", CODES)
+def test_floor_metadata_names_the_metadata_rules_and_no_value_rule(code):
+    """The guarded call's floor checks what the metadata depth checks: the floor's
+    metadata half names every metadata rule's mutation as specguard does, and passes the
+    mutation of a value rule (it reads no value)."""
+    from specguard.benchmarks import floor
+    from specguard.benchmarks.workload import build
+
+    assert floor.metadata(build(decode_batch(24))) is None
+    bad = broken(decode_batch(24), code)
+    found = floor.metadata(build(bad))
+    if contracts.REGISTRY[code].depth is contracts.Depth.METADATA:
+        assert found == agreement.specguard_verdict(bad) == code
+    else:
+        assert found is None
+
+
+def test_the_hand_guard_passes_a_clean_batch_and_refuses_a_broken_one():
+    """The hand-written guard (the floor of a guarded call) checks while on, and its
+    verdicts are the floor's: it is a floor that does the work it is compared for."""
+    from specguard.benchmarks import floor
+    from specguard.benchmarks.workload import build
+
+    def execute(self, batch):
+        return batch.num_tokens
+
+    guarded = floor.guarded_by_hand(execute)
+    clean = build(decode_batch(8))
+    assert guarded(None, clean) == clean.num_tokens
+    with pytest.raises(ValueError, match="batch breaks SG104"):
+        guarded(None, build(broken(decode_batch(8), "SG104")))
+    with pytest.raises(TypeError, match="expected a ScheduledBatch, got dict"):
+        guarded(None, {})
