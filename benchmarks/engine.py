@@ -16,7 +16,9 @@ same code read +5.0%, the next +1.9%, with 1.15% of the step inside checks in bo
 where its engines' tensors happen to lie in memory, what else the host runs. The
 workload is therefore served in ``passes`` runs of fresh engines (three in the bench),
 each in its own shuffled order, and the per-step ratios of all of them are pooled
-before the median is taken.
+before the median is taken. As in ``specguard run``, the process reuses the host memory
+its tensors free (``runner.host_memory``): otherwise each step faults thousands of pages
+in again, a count that moves with each heap's history and with it the step times.
 """
 
 from __future__ import annotations
@@ -103,6 +105,12 @@ def engine_overhead(workload: dict[str, int] | None, clock: Callable[[], float],
     """Step times of the reference engine by contract setting, or why it could not run:
     ``passes`` runs of fresh engines, their per-step ratios pooled."""
     try:
+        from specguard.runner.host_memory import keep_freed_memory
+
+        # As `specguard run` does: the engine's freed tensor memory is reused, not faulted
+        # in again each step (thousands of page faults a step, their count moving with
+        # each heap's history, otherwise).
+        reused = keep_freed_memory()
         options = _defaults(workload)
         first = {name: _engine(options) for name in _MODES}
     except ImportError as error:
@@ -136,6 +144,7 @@ def engine_overhead(workload: dict[str, int] | None, clock: Callable[[], float],
         "steps": steps,
         "passes": max(passes, 1),
         "off_ms": statistics.fmean(times["off"]) * 1e3,
+        "freed_memory_reused": reused,
     }
     for name in ratios:
         result[f"{name}_ms"] = statistics.fmean(times[name]) * 1e3

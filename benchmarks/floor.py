@@ -11,6 +11,8 @@ can cost, not a usable validator.
 
 :func:`check` takes numpy batches, :func:`check_torch` CPU torch batches (through numpy
 views of the tensors); both read the fields of anything with the ScheduledBatch attributes.
+:func:`metadata` is the metadata half of :func:`check` alone, and :func:`guarded_by_hand`
+a runner method guarded with it: the floor of a guarded call at metadata depth.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ _ndarray = np.ndarray
 _np_integer = np.integer
 _INDEX = frozenset({np.dtype(np.int32), np.dtype(np.int64)})
 _BOOL = np.dtype(np.bool_)
+#: The switch of :func:`guarded_by_hand`'s checks (on unless set).
+_HAND_CHECKS: contextvars.ContextVar[bool] = contextvars.ContextVar("hand_checks", default=True)
 
 # The ufuncs themselves: the array methods (.max(), .any()) add a Python-level wrapper
 # that costs more than the reduction on a small array; count_nonzero is a plain C loop.
@@ -348,6 +352,3 @@ def guarded_by_hand(method: Callable[[Any, Any], T]) -> Callable[[Any, Any], T]:
 
     return guarded
 
-
-#: The switch of :func:`guarded_by_hand`'s checks (on unless set).
-_HAND_CHECKS: contextvars.ContextVar[bool] = contextvars.ContextVar("hand_checks", default=True)

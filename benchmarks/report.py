@@ -81,7 +81,8 @@ def _engine_lines(engine: dict[str, Any]) -> list[str]:
         f"depth (essential) {engine['strict_default_ms']:.2f} ms, "
         f"{engine['strict_default_overhead']:+.2%}; strict full depth "
         f"{engine['strict_full_ms']:.2f} ms, {engine['strict_full_overhead']:+.2%} "
-        f"(median of the per-step ratios to off, pooled over the runs{by_pass}){smoke}",
+        f"(median of the per-step ratios to off, pooled over the runs{by_pass}){smoke}; "
+        f"freed tensor memory reused: {engine.get('freed_memory_reused', False)}",
         f"- time inside contract checks, by the engine's own wall-clock tally: "
         f"{engine['strict_contract_share']:.2%} of step time (metadata depth), "
         f"{engine['strict_default_contract_share']:.2%} (default depth), "

@@ -217,6 +217,7 @@ def run_main_job(settings: JobSettings, listener: JobListener = QUIET) -> JobOut
     import torch
 
     from specguard.runner.engine import Engine
+    from specguard.runner.host_memory import keep_freed_memory
 
     if settings.device.startswith("cuda") and not torch.cuda.is_available():
         return JobOutcome(Ending.REFUSED, settings,
@@ -225,6 +226,7 @@ def run_main_job(settings: JobSettings, listener: JobListener = QUIET) -> JobOut
     if usage:
         return JobOutcome(Ending.REFUSED, settings, problem=usage)
     torch.set_num_threads(settings.threads)
+    keep_freed_memory()  # the job owns its process: reuse freed tensor memory
     depth = settings.depth or ("full" if settings.fault else None)
     with _contracts(settings.contracts, depth):
         try:

@@ -82,8 +82,10 @@ def test_quick_json_reports_the_engine_or_why_not(quick_report):
     if engine["available"]:
         assert {"steps", "off_ms", "strict_ms", "strict_default_ms", "strict_full_ms",
                 "strict_overhead", "strict_default_overhead", "strict_contract_share",
-                "strict_default_contract_share", "strict_full_contract_share"} <= set(engine)
+                "strict_default_contract_share", "strict_full_contract_share",
+                "freed_memory_reused"} <= set(engine)
         assert engine["steps"] > 0
+        assert isinstance(engine["freed_memory_reused"], bool)
     else:
         assert engine["reason"]
 
