@@ -60,8 +60,9 @@ class _Fields:
         self.__dict__.update(fields)
 
 
-def check(b: Any) -> str | None:
-    """The code of a rule ``b`` breaks (numpy batch), or None when every rule holds."""
+def check(b: Any, values: bool = True) -> str | None:
+    """The code of a rule ``b`` breaks (numpy batch), or None when every rule holds;
+    ``values=False`` stops after the metadata rules (:func:`metadata`)."""
     k, vocab, bs, nd, nt = b.mtp_k, b.vocab_size, b.block_size, b.num_decode, b.num_tokens
     placeholder = b.draft_placeholder
     if not (
@@ -107,6 +108,8 @@ def check(b: Any) -> str | None:
         and (owners is None or owners.shape == (nd,))
     ):
         return _shape_code(b)
+    if not values:
+        return None
     if n and _repeated_or_negative(ids):
         return "SG010"
     # SG103, SG106, SG107 from one decode count; an all-decode batch needs one pass.
@@ -180,60 +183,6 @@ def check(b: Any) -> str | None:
         bounds[1::2] = bounds[0::2] + needed[inner] - 1
         if _minimum(np.minimum.reduceat(flat, bounds)[0::2], None) < 0:
             return "SG110"
-    return None
-
-
-def metadata(b: Any) -> str | None:
-    """The code of a metadata rule ``b`` breaks (numpy batch), or None: the scalars' types
-    and ranges, the arrays' backend, dtypes, ranks and shared dimensions, and no value.
-
-    :func:`check` starts with the same lines, inlined: a call between them would be a
-    cost no hand-written check pays."""
-    k, vocab, bs, nd, nt = b.mtp_k, b.vocab_size, b.block_size, b.num_decode, b.num_tokens
-    placeholder = b.draft_placeholder
-    if not (
-        (type(k) is int or isinstance(k, _np_integer))
-        and (type(vocab) is int or isinstance(vocab, _np_integer))
-        and (type(bs) is int or isinstance(bs, _np_integer))
-        and (type(nd) is int or isinstance(nd, _np_integer))
-        and (type(nt) is int or isinstance(nt, _np_integer))
-        and (placeholder is None or type(placeholder) is int
-             or isinstance(placeholder, _np_integer))
-    ):
-        return "SG001"
-    if k < 1 or vocab < 1 or bs < 1 or nd < 0 or nt < 0:
-        return "SG006"
-    ids, dec, nst, ctx = b.seq_ids, b.is_decode, b.num_scheduled_tokens, b.context_lens
-    tables, tokens, drafts, ndr = b.block_tables, b.token_ids, b.draft_token_ids, b.num_drafts
-    slots, owners = b.state_slots, b.draft_seq_ids
-    if not (
-        type(ids) is _ndarray and type(dec) is _ndarray and type(nst) is _ndarray
-        and type(ctx) is _ndarray and type(tables) is _ndarray and type(tokens) is _ndarray
-        and type(drafts) is _ndarray and type(ndr) is _ndarray
-        and (slots is None or type(slots) is _ndarray)
-        and (owners is None or type(owners) is _ndarray)
-    ):
-        return _type_code(b)
-    if not (
-        ids.dtype in _INDEX and dec.dtype is _BOOL and nst.dtype in _INDEX
-        and ctx.dtype in _INDEX and tables.dtype in _INDEX and tokens.dtype in _INDEX
-        and drafts.dtype in _INDEX and ndr.dtype in _INDEX
-        and (slots is None or slots.dtype in _INDEX)
-        and (owners is None or owners.dtype in _INDEX)
-    ):
-        return "SG002"
-    if ids.ndim != 1:
-        return "SG003"
-    n = ids.shape[0]
-    per_seq = (n,)
-    if not (
-        dec.shape == per_seq and nst.shape == per_seq and ctx.shape == per_seq
-        and tables.ndim == 2 and tables.shape[0] == n and tokens.shape == (nt,)
-        and drafts.shape == (nd, k) and ndr.shape == (nd,)
-        and (slots is None or slots.shape == per_seq)
-        and (owners is None or owners.shape == (nd,))
-    ):
-        return _shape_code(b)
     return None
 
 
@@ -330,6 +279,12 @@ def check_torch(b: Any) -> str | None:
         block_tables=tables.numpy(), token_ids=tokens.numpy(), draft_token_ids=drafts.numpy(),
         num_drafts=ndr.numpy(), state_slots=None if slots is None else slots.numpy(),
         draft_seq_ids=None if owners is None else owners.numpy()))
+
+
+def metadata(b: Any) -> str | None:
+    """The code of a metadata rule ``b`` breaks (numpy batch), or None: the scalars'
+    types and ranges, the arrays' backend, dtypes, ranks and shared dimensions; no value."""
+    return check(b, False)
 
 
 def guarded_by_hand(method: Callable[[Any, Any], T]) -> Callable[[Any, Any], T]:
