@@ -306,4 +306,3 @@ def guarded_by_hand(method: Callable[[Any, Any], T]) -> Callable[[Any, Any], T]:
         return method(self, batch)
 
     return guarded
-

@@ -21,7 +21,7 @@ import ctypes.util
 import platform
 import sys
 
-__all__ = ["KEPT_BYTES", "keep_freed_memory"]
+__all__ = ["keep_freed_memory"]
 
 # mallopt's parameters (glibc's malloc.h).
 _M_TRIM_THRESHOLD = -1
