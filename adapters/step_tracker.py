@@ -228,30 +228,41 @@ class StepTracker:
         return self._previous
 
     def _note_short_proposals(self, state: StepState) -> None:
-        """Remember the step's proposals short of ``mtp_k``, forget those made whole:
-        numpy over the step, a Python loop only over the seqs that change an entry."""
+        """Remember the step's proposals short of ``mtp_k``, forget those made whole and
+        those of seqs the drafter did not run for: numpy over the step, Python loops over
+        the fewer of its seqs and the entries, and over the seqs that get one.
+
+        Every drafted row counts, prefill rows included: a chunk that ends its prompt is
+        drafted for, and its seq's next forward may be a decode that carries those drafts,
+        however many steps later (a proposal cut short by the drafter's context limit is
+        one). A chunk in the middle of its prompt is noted too; its seq's next forward is
+        another chunk, whose own row replaces the entry before any decode reads it.
+        """
         # The state is the tracker's own (close()): host numpy arrays.
         drafted, counts = cast(np.ndarray, state.drafted), state.num_proposed
         if counts is None:
             return
         counts = cast(np.ndarray, counts)
         short = self._short_proposals
-        if not short and verdict("no_short_proposals", drafted, counts, state.is_decode,
+        # The kernel's row mask is the drafted rows themselves: every one of them counts.
+        if not short and verdict("no_short_proposals", drafted, counts, drafted,
                                  state.mtp_k):
-            return  # no decode row's proposal short, none short before: nothing to note
+            return  # no drafted row's proposal short, none short before: nothing to note
         if not short and (not counts.shape[0] or _minimum(counts, None) >= state.mtp_k):
             return  # every proposal whole, none short before: nothing to note or forget
-        if not _count_nonzero(drafted):
-            return
         ids = cast(np.ndarray, state.seq_ids)
-        # Decode rows only: a prefill row short of mtp_k is a chunk in the middle of its
-        # prompt (no proposal at all), whose next step is another chunk, not a decode.
-        short_rows = drafted & (counts < state.mtp_k) & cast(np.ndarray, state.is_decode)
+        short_rows = drafted & (counts < state.mtp_k)
         if short:
-            whole = ids[drafted & (counts >= state.mtp_k)]
-            keys = np.fromiter(short, dtype=np.int64, count=len(short))
-            for seq in keys[np.isin(keys, whole)].tolist():
-                del short[seq]
+            # An entry speaks for the seq's last proposal: a whole one ends it, and so does
+            # a forward the drafter did not run for (what the seq carries next is unknown).
+            ended = ids[~short_rows].tolist()
+            if len(ended) <= len(short):  # whichever is fewer is walked
+                for seq in ended:
+                    short.pop(seq, None)
+            else:
+                gone = set(ended)
+                for seq in [seq for seq in short if seq in gone]:
+                    del short[seq]
         if _count_nonzero(short_rows):
             for seq, count in zip(ids[short_rows].tolist(), counts[short_rows].tolist(),
                                   strict=True):

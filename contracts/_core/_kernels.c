@@ -1247,21 +1247,22 @@ done:
     return answer(&held, verdict);
 }
 
-/* no_short_proposals(drafted, num_proposed, is_decode, mtp_k): whether no decode row that
- * the drafter ran for proposed fewer than ``mtp_k`` drafts (the tracker then has no short
- * proposal to note); None for input not read here. */
+/* no_short_proposals(drafted, num_proposed, rows, mtp_k): whether no row of ``rows`` (a
+ * flag per row) that the drafter ran for proposed fewer than ``mtp_k`` drafts (the tracker
+ * asks with ``rows`` = ``drafted``: it then has no short proposal to note); None for input
+ * not read here. */
 static PyObject *no_short_proposals(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (!arity(nargs, 4, "no_short_proposals")) return NULL;
     Held held = {.count = 0};
     Verdict verdict = YES;
-    Arr drafted, counts, is_decode;
+    Arr drafted, counts, rows;
     int64_t k;
     NEED(take(&held, args[0], &drafted, 1) && take(&held, args[1], &counts, 1));
-    NEED(take(&held, args[2], &is_decode, 1) && as_int(args[3], &k));
-    NEED(is_flags(&drafted) && is_flags(&is_decode) && !is_flags(&counts));
-    NEED(counts.n0 == drafted.n0 && is_decode.n0 == drafted.n0);
+    NEED(take(&held, args[2], &rows, 1) && as_int(args[3], &k));
+    NEED(is_flags(&drafted) && is_flags(&rows) && !is_flags(&counts));
+    NEED(counts.n0 == drafted.n0 && rows.n0 == drafted.n0);
     for (Py_ssize_t i = 0; i < drafted.n0; i++)
-        CHECK(!(AT(drafted, i) && AT(is_decode, i) && AT(counts, i) < k));
+        CHECK(!(AT(drafted, i) && AT(rows, i) && AT(counts, i) < k));
 done:
     return answer(&held, verdict);
 }

@@ -64,5 +64,5 @@ def plan_sound(ndarray: type, mtp_k: Any, stable_ids: Any, seq_ids: Any, is_deco
                starts: Any, num_scheduled: Any, draft_token_ids: Any, num_drafts: Any,
                token_ids: Any, num_before_drafts: Any, drafts_handed_over: Any,
                first_scheduled: Any, /) -> bool | None: ...
-def no_short_proposals(drafted: Any, num_proposed: Any, is_decode: Any, mtp_k: int,
+def no_short_proposals(drafted: Any, num_proposed: Any, rows: Any, mtp_k: int,
                        /) -> bool | None: ...

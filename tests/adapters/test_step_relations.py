@@ -483,3 +483,54 @@ def test_a_seq_back_after_sitting_out_is_held_to_its_last_short_proposal():
         sat_out([2, 2])
     sat_out([2, 1])
     sat_out([2, 2], refreshed=True)
+
+
+def _last_chunk_short(back_counts, *, drafted_again=None):
+    """Seq 6's last prompt chunk (0..4) is drafted for, but its drafter proposed nothing
+    (past its context limit, say). Seq 6 then sits out a step and comes back to decode
+    with ``back_counts[1]`` real drafts. ``drafted_again`` first runs it once more as a
+    decode (0 real drafts): with the drafter's rows of that step (a list of counts) or
+    none told to the tracker (an empty list)."""
+    tracker = StepTracker()
+    tracker.schedule(batch([5, 6], [10, 0], decode=[True, False]))
+    tracker.verified(verify([5], [0]))
+    tracker.drafted(contracts.DrafterOutput(
+        mtp_k=K, vocab_size=VOCAB, seq_ids=np.array([5, 6]),
+        draft_token_ids=np.array([[11, 12], [0, 0]]), num_proposed=np.array([2, 0])))
+    start5, start6 = 11, 5
+    if drafted_again is not None:
+        tracker.schedule(batch([5, 6], [11, 5], drafts=[[11, 12], [0, 0]], counts=[2, 0]))
+        tracker.verified(verify([5, 6], [0, 0]))
+        if drafted_again:
+            tracker.drafted(contracts.DrafterOutput(
+                mtp_k=K, vocab_size=VOCAB, seq_ids=np.array([5, 6]),
+                draft_token_ids=np.array([[11, 12], [21, 22]]),
+                num_proposed=np.array(drafted_again)))
+        start5, start6 = 12, 6
+    tracker.schedule(batch([5], [start5], drafts=[[11, 12]]))
+    tracker.verified(verify([5], [0]))
+    tracker.drafted(drafter([5], [[11, 12]]))
+    tracker.schedule(batch([5, 6], [start5 + 1, start6], drafts=[[11, 12], [21, 22]],
+                           counts=back_counts))
+
+
+def test_a_seq_back_after_its_last_prompt_chunk_is_held_to_that_chunk_s_proposal():
+    """A chunk that ends its prompt is drafted for like a decode row: seq 6 back with 2 real
+    drafts, where that chunk's drafter proposed none, is SG660; back with none, clean."""
+    with pytest.raises(contracts.ContractViolation, match=re.escape(
+            "seq 6 at batch position 1: carries 2 real drafts, but the last step that "
+            "drafted for it proposed 0 for this seq (expected <= 0; actual 2)")) as caught:
+        _last_chunk_short([2, 2])
+    assert caught.value.codes == ("SG660",)
+    _last_chunk_short([2, 0])
+
+
+def test_a_later_proposal_or_an_untold_one_replaces_a_short_one():
+    """Seq 6 decodes once more after its short chunk: a whole proposal then lets it come
+    back with 2 real drafts, a short one holds it to that, and a step whose drafter rows
+    the tracker never heard of leaves nothing to hold it to (no false alarm)."""
+    _last_chunk_short([2, 2], drafted_again=[2, 2])
+    with pytest.raises(contracts.ContractViolation, match=re.escape(
+            "carries 2 real drafts, but the last step that drafted for it proposed 1")):
+        _last_chunk_short([2, 2], drafted_again=[2, 1])
+    _last_chunk_short([2, 2], drafted_again=[])

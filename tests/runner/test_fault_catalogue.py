@@ -474,3 +474,29 @@ def test_unproposed_drafts_of_a_seq_that_sat_out_a_step_are_stopped():
         Engine(cfg, fault=faults.UNPROPOSED_DRAFTS).generate(requests)
     assert caught.value.codes == ("SG660",)
     assert "but the last step that drafted for it proposed 0" in str(caught.value)
+
+
+def test_unproposed_drafts_after_a_last_prompt_chunk_and_a_step_out_are_stopped():
+    """Once an escape the engine fuzzer found (its long profile): a drafter context of 7
+    tokens and 7-token prompts, so no drafter proposal is whole; seq 1's last prompt chunk
+    was drafted for (nothing proposed), it sits out two steps while seq 2 prefills, and
+    comes back to decode carrying that row's placeholder as a real draft. The correct
+    engine runs the same workload clean."""
+    from specguard.runner.config import EngineConfig, ModelConfig
+
+    model = ModelConfig(vocab_size=61, d_model=32, num_heads=2, num_layers=1, d_ff=64,
+                        seed=0)
+    cfg = EngineConfig(mtp_k=1, block_size=1, num_blocks=56, max_num_seqs=2,
+                       max_num_batched_tokens=3, model=model, drafter_max_model_len=7)
+    prompts = ([6, 32, 1, 55, 44, 4, 51], [54, 26, 43, 25, 30, 14, 36],
+               [4, 34, 57, 10, 22, 6, 28])
+    requests = [Request(i, np.array(p), m) for i, (p, m) in enumerate(
+        zip(prompts, [1, 2, 1], strict=True))]
+    with contracts.checking(mode="strict"):
+        clean = Engine(cfg).generate(requests)
+        assert clean.stats.violations == 0
+        with pytest.raises(contracts.ContractViolation) as caught:
+            Engine(cfg, fault=faults.UNPROPOSED_DRAFTS).generate(requests)
+    assert caught.value.codes == ("SG660",)
+    assert ("seq 1 at batch position 0: carries 1 real drafts, but the last step that "
+            "drafted for it proposed 0 for this seq") in str(caught.value)
