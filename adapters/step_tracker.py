@@ -229,8 +229,8 @@ class StepTracker:
 
     def _note_short_proposals(self, state: StepState) -> None:
         """Remember the step's proposals short of ``mtp_k``, forget those made whole and
-        those of seqs the drafter did not run for: numpy over the step, Python loops over
-        the fewer of its seqs and the entries, and over the seqs that get one.
+        those of seqs the drafter did not run for: numpy over the step, a Python loop only
+        over the seqs that change an entry.
 
         Every drafted row counts, prefill rows included: a chunk that ends its prompt is
         drafted for, and its seq's next forward may be a decode that carries those drafts,
@@ -255,14 +255,8 @@ class StepTracker:
         if short:
             # An entry speaks for the seq's last proposal: a whole one ends it, and so does
             # a forward the drafter did not run for (what the seq carries next is unknown).
-            ended = ids[~short_rows].tolist()
-            if len(ended) <= len(short):  # whichever is fewer is walked
-                for seq in ended:
-                    short.pop(seq, None)
-            else:
-                gone = set(ended)
-                for seq in [seq for seq in short if seq in gone]:
-                    del short[seq]
+            for seq in short.keys() & ids[~short_rows].tolist():
+                del short[seq]
         if _count_nonzero(short_rows):
             for seq, count in zip(ids[short_rows].tolist(), counts[short_rows].tolist(),
                                   strict=True):
